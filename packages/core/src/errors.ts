@@ -1,0 +1,35 @@
+/**
+ * Every error ratecard raises. Branch on `code`, never on the message: codes are stable across versions and are
+ * listed in docs/errors.md.
+ */
+export type RateLimitErrorCode =
+  | 'invalid_argument'
+  | 'invalid_option'
+  | 'unknown_plan'
+  | 'cost_exceeds_limit'
+  | 'store_unavailable'
+  | 'store_timeout'
+  | 'store_closed';
+
+export class RateLimitError extends Error {
+  readonly code: RateLimitErrorCode;
+
+  constructor(code: RateLimitErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'RateLimitError';
+    this.code = code;
+  }
+}
+
+/** Renders a caller's value for an error message without dumping huge or hostile strings. */
+export function describeValue(value: unknown): string {
+  if (typeof value === 'string') {
+    const shown = value.length > 40 ? `${value.slice(0, 40)}…` : value;
+    return `${JSON.stringify(shown)} (${value.length} characters)`;
+  }
+  if (typeof value === 'number') return Object.is(value, -0) ? '-0' : String(value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : String(value);
+}

@@ -1,0 +1,214 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLimiter, type Decision, type Limiter, type LimitRequest, RateLimitError } from '../src/index.js';
+import { ScriptedStore } from './scripted-store.js';
+
+const developer: LimitRequest = { organization: 'org_a', endpoint: 'POST /browsers', plan: 'developer' };
+
+let limiter: Limiter | undefined;
+afterEach(async () => {
+  await limiter?.close();
+  limiter = undefined;
+});
+
+function make(options: Partial<Parameters<typeof createLimiter>[0]> = {}) {
+  const store = new ScriptedStore();
+  const fallback = new ScriptedStore();
+  limiter = createLimiter({ store, fallback, storeTimeoutMs: 50, ...options });
+  return { store, fallback, limiter };
+}
+
+async function rejection(promise: Promise<unknown>): Promise<RateLimitError> {
+  const error = await promise.then(
+    () => undefined,
+    (caught: unknown) => caught,
+  );
+  expect(error).toBeInstanceOf(RateLimitError);
+  return error as RateLimitError;
+}
+
+describe('createLimiter', () => {
+  it('decides from the store and reports every field', async () => {
+    const { limiter } = make();
+    expect(await limiter.consume(developer)).toEqual({
+      mode: 'enforce',
+      allowed: true,
+      limited: false,
+      limit: 10,
+      remaining: 9,
+      retryAfter: 0,
+      resetAfter: 6,
+      source: 'store',
+      rule: 'POST /browsers',
+    });
+  });
+
+  it('answers unlimited for an endpoint without a rule, touching no bucket', async () => {
+    const { store, limiter } = make();
+    const decision = await limiter.consume({ ...developer, endpoint: 'GET /browsers' });
+    expect(decision).toMatchObject({ mode: 'unlimited', allowed: true, limit: Infinity, remaining: Infinity });
+    expect(store.calls).toBe(0);
+  });
+
+  it('charges the rule bucket for a concrete path', async () => {
+    const { limiter } = make();
+    await limiter.consume({ ...developer, endpoint: 'PUT /browser-pools/a' });
+    const decision = await limiter.consume({ ...developer, endpoint: 'PUT /browser_pools/b' });
+    expect(decision).toMatchObject({ mode: 'shadow', rule: 'PUT /browser-pools/:id', remaining: 8 });
+  });
+
+  it('replaces the default rules when endpoints are given', async () => {
+    const { limiter } = make({ endpoints: { 'POST /invocations': 'enforce' } });
+    expect((await limiter.consume(developer)).mode).toBe('unlimited');
+    expect((await limiter.consume({ ...developer, endpoint: 'POST /invocations' })).mode).toBe('enforce');
+  });
+
+  it('keeps a shadow decision allowed when the bucket is empty', async () => {
+    const { limiter } = make({ endpoints: { 'POST /browsers': 'shadow' } });
+    for (let i = 0; i < 10; i++) await limiter.consume(developer);
+    expect(await limiter.consume(developer)).toMatchObject({
+      allowed: true,
+      limited: true,
+      remaining: 0,
+      retryAfter: 6,
+    });
+  });
+
+  describe('rejects bad input with a RateLimitError and charges nothing', () => {
+    const cases: [string, Partial<LimitRequest> | null, string][] = [
+      ['a missing request', null, 'invalid_argument'],
+      ['an empty organization', { organization: '' }, 'invalid_argument'],
+      ['a non-string organization', { organization: 42 as unknown as string }, 'invalid_argument'],
+      ['a 257-character organization', { organization: 'x'.repeat(257) }, 'invalid_argument'],
+      ['an empty endpoint', { endpoint: '' }, 'invalid_argument'],
+      ['an unknown plan', { plan: 'gold' as 'developer' }, 'unknown_plan'],
+      ['a zero cost', { cost: 0 }, 'invalid_argument'],
+      ['a negative cost', { cost: -1 }, 'invalid_argument'],
+      ['a fractional cost', { cost: 1.5 }, 'invalid_argument'],
+      ['a NaN cost', { cost: Number.NaN }, 'invalid_argument'],
+      ['an infinite cost', { cost: Number.POSITIVE_INFINITY }, 'invalid_argument'],
+      ['a cost above the limit', { cost: 11 }, 'cost_exceeds_limit'],
+      ['an invalid override', { override: 0 }, 'invalid_argument'],
+    ];
+    it.each(cases)('%s', async (_label, change, code) => {
+      const { store, limiter } = make();
+      const request = change === null ? (null as unknown as LimitRequest) : { ...developer, ...change };
+      expect((await rejection(limiter.consume(request))).code).toBe(code);
+      expect((await rejection(limiter.peek(request))).code).toBe(code);
+      expect(store.calls).toBe(0);
+    });
+  });
+
+  it('accepts 256 characters, counted as characters rather than UTF-16 units', async () => {
+    const { limiter } = make();
+    await expect(limiter.consume({ ...developer, organization: '\u{1F600}'.repeat(256) })).resolves.toMatchObject({
+      allowed: true,
+    });
+  });
+
+  it('calls onDecision after every decision and survives it throwing', async () => {
+    const seen: Decision[] = [];
+    const { limiter } = make({
+      onDecision: (decision) => {
+        seen.push(decision);
+        throw new Error('metrics backend down');
+      },
+    });
+    await limiter.consume(developer);
+    await limiter.consume({ ...developer, endpoint: 'GET /x' });
+    expect(seen.map((d) => d.mode)).toEqual(['enforce', 'unlimited']);
+  });
+
+  it('refuses consumeSync on an asynchronous store', () => {
+    const { limiter } = make();
+    expect(() => limiter.consumeSync(developer)).toThrowError(expect.objectContaining({ code: 'invalid_option' }));
+  });
+
+  it('rejects options it cannot use', () => {
+    const store = new ScriptedStore();
+    expect(() => createLimiter({ store, onStoreError: 'maybe' as 'allow' })).toThrowError(/onStoreError must be/);
+    expect(() => createLimiter({ store, storeTimeoutMs: 0, onStoreError: 'allow' })).toThrowError(/storeTimeoutMs/);
+    expect(() => createLimiter({ store })).toThrowError(/needs a fallback store/);
+    expect(() => createLimiter({ store: {} as ScriptedStore })).toThrowError(/store must be a Store/);
+  });
+});
+
+describe('failure policy', () => {
+  it("'fallback' answers from the fallback store when the store fails", async () => {
+    const { store, limiter } = make({ onStoreError: 'fallback' });
+    store.behaviour = 'reject';
+    expect(await limiter.consume(developer)).toMatchObject({ source: 'fallback', allowed: true, remaining: 9 });
+  });
+
+  it("'allow' fails open and 'deny' fails closed", async () => {
+    const open = make({ onStoreError: 'allow' });
+    open.store.behaviour = 'reject';
+    expect(await open.limiter.consume(developer)).toMatchObject({ source: 'fail-open', allowed: true, remaining: 9 });
+    await open.limiter.close();
+    const closed = make({ onStoreError: 'deny' });
+    closed.store.behaviour = 'reject';
+    expect(await closed.limiter.consume(developer)).toMatchObject({
+      source: 'fail-closed',
+      allowed: false,
+      remaining: 0,
+      retryAfter: 6,
+    });
+  });
+
+  it("'throw' rejects with store_unavailable, keeping the cause", async () => {
+    const { store, limiter } = make({ onStoreError: 'throw' });
+    store.behaviour = 'reject';
+    const error = await rejection(limiter.consume(developer));
+    expect(error.code).toBe('store_unavailable');
+    expect((error.cause as Error).message).toBe('connection refused');
+  });
+
+  it.each(['fallback', 'allow', 'deny', 'throw'] as const)(
+    "settles within the budget when the store hangs ('%s')",
+    async (policy) => {
+      const { store, limiter } = make({ onStoreError: policy });
+      store.behaviour = 'hang';
+      const started = performance.now();
+      const results = await Promise.allSettled(Array.from({ length: 100 }, () => limiter.consume(developer)));
+      const elapsed = performance.now() - started;
+      // Budget 50 ms; the slack covers timer granularity and a loaded CI machine.
+      expect(elapsed).toBeGreaterThanOrEqual(49);
+      expect(elapsed).toBeLessThan(50 + 250);
+      if (policy === 'throw') {
+        expect(results.every((r) => r.status === 'rejected' && r.reason.code === 'store_timeout')).toBe(true);
+      } else {
+        const expected = { fallback: 'fallback', allow: 'fail-open', deny: 'fail-closed' }[policy];
+        expect(results.every((r) => r.status === 'fulfilled' && r.value.source === expected)).toBe(true);
+      }
+    },
+  );
+
+  it('goes back to the store once it answers again', async () => {
+    const { store, limiter } = make();
+    store.behaviour = 'reject';
+    expect((await limiter.consume(developer)).source).toBe('fallback');
+    store.behaviour = 'answer';
+    expect((await limiter.consume(developer)).source).toBe('store');
+  });
+
+  it('settles pending calls by the policy on close, then refuses new ones', async () => {
+    const { store, limiter } = make({ onStoreError: 'allow', storeTimeoutMs: 60_000 });
+    store.behaviour = 'hang';
+    const pending = limiter.consume(developer);
+    await limiter.close();
+    expect((await pending).source).toBe('fail-open');
+    expect(store.closed).toBe(true);
+    expect((await rejection(limiter.consume(developer))).code).toBe('store_closed');
+  });
+
+  it('resets the store and the fallback', async () => {
+    const { store, fallback, limiter } = make();
+    store.behaviour = 'reject';
+    for (let i = 0; i < 10; i++) await limiter.consume(developer);
+    expect((await limiter.consume(developer)).allowed).toBe(false);
+    store.behaviour = 'answer';
+    await limiter.reset({ organization: 'org_a', endpoint: 'POST /browsers' });
+    store.behaviour = 'reject';
+    expect(await limiter.consume(developer)).toMatchObject({ source: 'fallback', remaining: 9 });
+    expect(fallback.calls).toBeGreaterThan(10);
+  });
+});

@@ -1,0 +1,69 @@
+import { createLimiter, RateLimitError } from '@ratecard/core';
+import { describe, expect, it } from 'vitest';
+import { memoryStore } from '../src/index.js';
+
+const T0 = 1_700_000_000_000;
+
+describe('memoryStore', () => {
+  it('is synchronous and private to the process', () => {
+    expect(memoryStore().capabilities).toEqual({ shared: false, synchronous: true });
+  });
+
+  it('serves consumeSync through the limiter', () => {
+    const limiter = createLimiter({ store: memoryStore() });
+    const decision = limiter.consumeSync({ organization: 'o', endpoint: 'POST /browsers', plan: 'hobbyist' });
+    expect(decision).toMatchObject({ allowed: true, limit: 25, remaining: 24, source: 'store' });
+  });
+
+  it('drops buckets that refilled to full when it reaches maxBuckets, losing nothing', () => {
+    let now = T0;
+    const store = memoryStore({ now: () => now, maxBuckets: 100 });
+    for (let i = 0; i < 100; i++) store.consume(`org-${i}`, 'e', 10, 1);
+    now += 6_000;
+    store.consume('newcomer', 'e', 10, 1);
+    expect(store.stats()).toEqual({ buckets: 1, dropped: 100, evicted: 0 });
+  });
+
+  it('keeps partly drained buckets and evicts the oldest only when none is full, counting it', () => {
+    let now = T0;
+    const store = memoryStore({ now: () => now, maxBuckets: 3 });
+    store.consume('a', 'e', 10, 10);
+    now += 1_000;
+    store.consume('b', 'e', 10, 1);
+    store.consume('c', 'e', 10, 1);
+    store.consume('d', 'e', 10, 1);
+    expect(store.stats()).toEqual({ buckets: 3, dropped: 0, evicted: 1 });
+    // 'a' was evicted: its organization starts over with a full bucket, which is why evictions are counted.
+    expect(store.peek('a', 'e', 10, 10)).toBe(0);
+    expect(store.peek('b', 'e', 10, 10)).toBeLessThan(0);
+  });
+
+  it('stays within maxBuckets under a flood of new organizations', () => {
+    const store = memoryStore({ now: () => T0, maxBuckets: 1_000 });
+    for (let i = 0; i < 20_000; i++) store.consume(`flood-${i}`, 'e', 10, 1);
+    const stats = store.stats();
+    expect(stats.buckets).toBe(1_000);
+    expect(stats.evicted).toBe(19_000);
+  });
+
+  it('reuses the slot of a reset bucket', () => {
+    const store = memoryStore({ now: () => T0 });
+    store.consume('a', 'e', 10, 10);
+    store.reset('a', 'e');
+    expect(store.stats().buckets).toBe(0);
+    expect(store.consume('b', 'e', 10, 1)).toBe(540_000);
+  });
+
+  it('rejects options it cannot use', () => {
+    expect(() => memoryStore({ maxBuckets: 0 })).toThrowError(RateLimitError);
+    expect(() => memoryStore({ maxBuckets: 1.5 })).toThrowError(/maxBuckets must be a positive integer, got 1.5/);
+    expect(() => memoryStore({ now: 5 as unknown as () => number })).toThrowError(/now must be a function/);
+  });
+
+  it('admits exactly the capacity among 10 000 concurrent consumes on one key', async () => {
+    const limiter = createLimiter({ store: memoryStore() });
+    const request = { organization: 'hot', endpoint: 'POST /browsers', plan: 'enterprise' as const, override: 2_500 };
+    const decisions = await Promise.all(Array.from({ length: 10_000 }, () => limiter.consume(request)));
+    expect(decisions.filter((d) => d.allowed).length).toBe(2_500);
+  });
+});

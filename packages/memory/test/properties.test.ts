@@ -1,0 +1,298 @@
+import {
+  createLimiter,
+  type Decision,
+  type EndpointMode,
+  type Limiter,
+  limitFor,
+  PLANS,
+  type Plan,
+  UNITS_PER_TOKEN,
+  unitsAfter,
+  unitsAt,
+} from '@ratecard/core';
+import { ExactBucketModel } from '@ratecard/core/testing';
+import FakeTimers from '@sinonjs/fake-timers';
+import fc from 'fast-check';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { memoryStore } from '../src/index.js';
+
+const T0 = 1_700_000_000_000;
+const PLAN_NAMES = Object.keys(PLANS) as Plan[];
+const RUNS = { numRuns: 150 };
+
+let clock: ReturnType<typeof FakeTimers.install>;
+
+beforeEach(() => {
+  clock = FakeTimers.install({ now: T0, toFake: ['Date'] });
+});
+
+afterEach(() => {
+  clock.uninstall();
+});
+
+/** A limiter on a memory store reading the faked Date.now, with one rule per mode. */
+function limiterFor(mode: EndpointMode = 'enforce'): Limiter {
+  return createLimiter({ store: memoryStore(), endpoints: { 'POST /browsers': mode } });
+}
+
+const plan = fc.constantFrom(...PLAN_NAMES);
+/** Gaps between requests: mostly short, sometimes long, over a schedule of up to 10 minutes. */
+const gap = fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 2_000 }), fc.integer({ min: 2_000, max: 30_000 }));
+
+function request(p: Plan, cost = 1) {
+  return { organization: 'org', endpoint: 'POST /browsers', plan: p, cost };
+}
+
+describe('token bucket properties (memory store, fake timers)', () => {
+  it('1. bound: the cost admitted in any interval [a, b] is at most C + C·(b−a)/60 s', () => {
+    fc.assert(
+      fc.property(
+        plan,
+        fc.array(fc.record({ gap, cost: fc.integer({ min: 1, max: 10 }) }), { maxLength: 120 }),
+        (p, schedule) => {
+          clock.setSystemTime(T0);
+          const limiter = limiterFor();
+          const capacity = PLANS[p];
+          const admitted: { at: number; cost: number }[] = [];
+          let elapsed = 0;
+          for (const { gap: wait, cost } of schedule) {
+            if (elapsed + wait > 600_000) break;
+            elapsed += wait;
+            clock.tick(wait);
+            const decision = limiter.consumeSync(request(p, Math.min(cost, capacity)));
+            if (decision.allowed) admitted.push({ at: Date.now(), cost: Math.min(cost, capacity) });
+          }
+          for (let i = 0; i < admitted.length; i++) {
+            let sum = 0;
+            for (let j = i; j < admitted.length; j++) {
+              sum += (admitted[j] as { cost: number }).cost;
+              const span = (admitted[j] as { at: number }).at - (admitted[i] as { at: number }).at;
+              // In units: sum·60 000 ≤ C·60 000 + C·span(ms), all integers.
+              expect(sum * UNITS_PER_TOKEN).toBeLessThanOrEqual(capacity * UNITS_PER_TOKEN + capacity * span);
+            }
+          }
+        },
+      ),
+      RUNS,
+    );
+  });
+
+  it('2. exactness: every decision equals the exact rational model, step by step', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.record({
+            gap,
+            plan,
+            trial: fc.boolean(),
+            override: fc.option(fc.integer({ min: 1, max: 500 }), { nil: undefined }),
+            cost: fc.integer({ min: 1, max: 12 }),
+            peek: fc.boolean(),
+          }),
+          { maxLength: 80 },
+        ),
+        async (schedule) => {
+          clock.setSystemTime(T0);
+          const limiter = limiterFor();
+          const store = memoryStore();
+          const model = new ExactBucketModel();
+          for (const step of schedule) {
+            clock.tick(step.gap);
+            const org = { plan: step.plan, trial: step.trial, override: step.override };
+            const limit = limitFor(org);
+            const cost = Math.min(step.cost, limit);
+            const ask = { ...request(step.plan, cost), trial: step.trial, override: step.override };
+            const decision = step.peek ? await limiter.peek(ask) : await limiter.consume(ask);
+            const expected = step.peek
+              ? model.peek('b', Date.now(), limit, cost)
+              : model.consume('b', Date.now(), limit, cost);
+            const { units, ...coarse } = expected;
+            expect(pick(decision)).toEqual({ ...coarse, allowed: !expected.limited, limit });
+            // The store's outcome carries the exact units, which a decision rounds away.
+            const outcome = step.peek ? store.peek('org', 'e', limit, cost) : store.consume('org', 'e', limit, cost);
+            expect(unitsAfter(outcome)).toBe(units);
+          }
+        },
+      ),
+      RUNS,
+    );
+  });
+
+  it('3. Retry-After is honest and tight', () => {
+    fc.assert(
+      fc.property(
+        plan,
+        fc.array(fc.record({ gap: fc.integer({ min: 0, max: 3_000 }), cost: fc.integer({ min: 1, max: 10 }) }), {
+          minLength: 1,
+          maxLength: 40,
+        }),
+        fc.integer({ min: 1, max: 250 }),
+        (p, schedule, finalCost) => {
+          clock.setSystemTime(T0);
+          const limiter = limiterFor();
+          const capacity = PLANS[p];
+          for (const { gap: wait, cost } of schedule) {
+            clock.tick(wait);
+            limiter.consumeSync(request(p, Math.min(cost, capacity)));
+          }
+          const cost = Math.min(finalCost, capacity);
+          const limited = limiter.consumeSync(request(p, cost));
+          if (!limited.limited) return;
+          expect(limited.retryAfter).toBeGreaterThanOrEqual(1);
+          if (limited.retryAfter >= 2) {
+            clock.tick((limited.retryAfter - 1) * 1_000);
+            expect(limiter.consumeSync(request(p, cost)).limited).toBe(true);
+            clock.tick(1_000);
+          } else {
+            clock.tick(limited.retryAfter * 1_000);
+          }
+          expect(limiter.consumeSync(request(p, cost)).allowed).toBe(true);
+        },
+      ),
+      RUNS,
+    );
+  });
+
+  it('4. refilling in many small clock steps equals one large step', () => {
+    // The arithmetic: composing refills over a partition of [t0, tn] gives the refill over [t0, tn].
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...Object.values(PLANS), 7, 1_000),
+        fc.integer({ min: 0, max: 100 }),
+        fc.array(fc.integer({ min: 0, max: 5_000 }), { maxLength: 50 }),
+        (limit, startPercent, steps) => {
+          const start = Math.floor((limit * UNITS_PER_TOKEN * startPercent) / 100);
+          let units = start;
+          let at = T0;
+          for (const step of steps) {
+            units = unitsAt(units, at, limit, at + step, limit);
+            at += step;
+          }
+          expect(units).toBe(unitsAt(start, T0, limit, at, limit));
+        },
+      ),
+      RUNS,
+    );
+    // The store: one bucket watched at every small step, one left alone, then both asked the same thing.
+    fc.assert(
+      fc.property(plan, fc.array(fc.integer({ min: 1, max: 700 }), { minLength: 1, maxLength: 60 }), (p, steps) => {
+        clock.setSystemTime(T0);
+        const store = memoryStore();
+        const capacity = PLANS[p];
+        store.consume('watched', 'e', capacity, capacity);
+        store.consume('idle', 'e', capacity, capacity);
+        for (const step of steps) {
+          clock.tick(step);
+          store.peek('watched', 'e', capacity, 1);
+        }
+        expect(store.consume('watched', 'e', capacity, 1)).toBe(store.consume('idle', 'e', capacity, 1));
+      }),
+      RUNS,
+    );
+  });
+
+  it('5. after 60 s idle, C unit requests in a row are admitted and the next is limited', () => {
+    fc.assert(
+      fc.property(
+        plan,
+        fc.array(fc.record({ gap, cost: fc.integer({ min: 1, max: 25 }) }), { maxLength: 30 }),
+        (p, schedule) => {
+          clock.setSystemTime(T0);
+          const limiter = limiterFor();
+          const capacity = PLANS[p];
+          for (const { gap: wait, cost } of schedule) {
+            clock.tick(wait);
+            limiter.consumeSync(request(p, Math.min(cost, capacity)));
+          }
+          clock.tick(60_000);
+          for (let i = 0; i < capacity; i++) expect(limiter.consumeSync(request(p)).allowed).toBe(true);
+          expect(limiter.consumeSync(request(p)).limited).toBe(true);
+        },
+      ),
+      RUNS,
+    );
+  });
+
+  it('6. trial means Start-Up, override wins, and a plan change never admits above the new capacity', () => {
+    fc.assert(
+      fc.property(plan, fc.integer({ min: 1, max: 100_000 }), (p, override) => {
+        expect(limitFor({ plan: p, trial: true })).toBe(PLANS.startup);
+        expect(limitFor({ plan: p, trial: true, override })).toBe(override);
+        expect(limitFor({ plan: p })).toBe(PLANS[p]);
+      }),
+    );
+    fc.assert(
+      fc.property(
+        plan,
+        plan,
+        fc.array(fc.record({ gap, cost: fc.integer({ min: 1, max: 10 }) }), { maxLength: 40 }),
+        fc.array(fc.record({ gap, cost: fc.integer({ min: 1, max: 10 }) }), { maxLength: 60 }),
+        (before, after, first, second) => {
+          clock.setSystemTime(T0);
+          const limiter = limiterFor();
+          for (const { gap: wait, cost } of first) {
+            clock.tick(wait);
+            limiter.consumeSync(request(before, Math.min(cost, PLANS[before])));
+          }
+          const capacity = PLANS[after];
+          const admitted: { at: number; cost: number }[] = [];
+          for (const { gap: wait, cost } of second) {
+            clock.tick(wait);
+            const c = Math.min(cost, capacity);
+            if (limiter.consumeSync(request(after, c)).allowed) admitted.push({ at: Date.now(), cost: c });
+          }
+          for (let i = 0; i < admitted.length; i++) {
+            let sum = 0;
+            for (let j = i; j < admitted.length; j++) {
+              sum += (admitted[j] as { cost: number }).cost;
+              const span = (admitted[j] as { at: number }).at - (admitted[i] as { at: number }).at;
+              expect(sum * UNITS_PER_TOKEN).toBeLessThanOrEqual(capacity * UNITS_PER_TOKEN + capacity * span);
+            }
+          }
+        },
+      ),
+      RUNS,
+    );
+  });
+
+  it('7. shadow mode accounts exactly like enforce, and never blocks', () => {
+    fc.assert(
+      fc.property(
+        plan,
+        fc.array(fc.record({ gap, cost: fc.integer({ min: 1, max: 10 }) }), { maxLength: 80 }),
+        (p, schedule) => {
+          clock.setSystemTime(T0);
+          const enforce = limiterFor('enforce');
+          const shadow = limiterFor('shadow');
+          for (const { gap: wait, cost } of schedule) {
+            clock.tick(wait);
+            const c = Math.min(cost, PLANS[p]);
+            const e = enforce.consumeSync(request(p, c));
+            const s = shadow.consumeSync(request(p, c));
+            expect(s.allowed).toBe(true);
+            expect(s.mode).toBe('shadow');
+            expect({ ...s, allowed: e.allowed, mode: e.mode }).toEqual(e);
+          }
+        },
+      ),
+      RUNS,
+    );
+  });
+
+  it('the four plans at a glance: Retry-After after a full burst is 6, 3, 1 and 1 s', () => {
+    const seen: Record<string, number> = {};
+    for (const p of PLAN_NAMES) {
+      const limiter = limiterFor();
+      for (let i = 0; i < PLANS[p]; i++) limiter.consumeSync(request(p));
+      const next = limiter.consumeSync(request(p));
+      expect(next.allowed).toBe(false);
+      seen[p] = next.retryAfter;
+    }
+    expect(seen).toEqual({ developer: 6, hobbyist: 3, startup: 1, enterprise: 1 });
+  });
+});
+
+function pick(decision: Decision) {
+  const { limited, remaining, retryAfter, resetAfter, allowed, limit } = decision;
+  return { limited, remaining, retryAfter, resetAfter, allowed, limit };
+}

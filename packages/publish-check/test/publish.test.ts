@@ -1,0 +1,116 @@
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { publint } from 'publint';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+interface Manifest {
+  name: string;
+  private?: boolean;
+  exports: Record<string, unknown>;
+  dependencies?: Record<string, string>;
+  peerDependencies?: Record<string, string>;
+}
+
+const packagesDir = fileURLToPath(new URL('../../', import.meta.url));
+const publicPackages = readdirSync(packagesDir, { withFileTypes: true })
+  .filter((entry) => entry.isDirectory())
+  .map((entry) => join(packagesDir, entry.name))
+  .flatMap((dir) => {
+    try {
+      const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as Manifest;
+      return manifest.private === true ? [] : [{ dir, manifest }];
+    } catch {
+      return [];
+    }
+  });
+
+/** Import specifiers of every JavaScript export path of a package (`.` and subpaths, not JSON or package.json). */
+function entryPoints(manifest: Manifest): string[] {
+  return Object.keys(manifest.exports)
+    .filter((path) => path !== './package.json' && !path.endsWith('.json'))
+    .map((path) => (path === '.' ? manifest.name : `${manifest.name}/${path.slice(2)}`));
+}
+
+let scratch: string;
+const tarballs = new Map<string, string>();
+
+beforeAll(() => {
+  scratch = mkdtempSync(join(tmpdir(), 'ratecard-publish-'));
+  const modules = join(scratch, 'node_modules');
+  mkdirSync(join(modules, '@ratecard'), { recursive: true });
+  for (const { dir, manifest } of publicPackages) {
+    const out = execFileSync('pnpm', ['pack', '--pack-destination', scratch], { cwd: dir, encoding: 'utf8' });
+    const tarball = out.trim().split('\n').at(-1) as string;
+    tarballs.set(manifest.name, tarball);
+    const target = join(modules, manifest.name);
+    mkdirSync(target, { recursive: true });
+    execFileSync('tar', ['-xzf', tarball, '-C', target, '--strip-components=1']);
+    // Third-party dependencies come from the workspace install, as a package manager would provide them.
+    const resolveFrom = createRequire(join(dir, 'package.json'));
+    for (const dependency of Object.keys({ ...manifest.dependencies, ...manifest.peerDependencies })) {
+      if (dependency.startsWith('@ratecard/')) continue;
+      const link = join(modules, dependency);
+      let source: string;
+      try {
+        source = dirname(resolveFrom.resolve(`${dependency}/package.json`));
+      } catch {
+        continue;
+      }
+      mkdirSync(dirname(link), { recursive: true });
+      try {
+        symlinkSync(source, link, 'dir');
+      } catch {
+        // Already linked for another package.
+      }
+    }
+  }
+});
+
+afterAll(() => {
+  if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true });
+});
+
+describe.each(publicPackages.map(({ dir, manifest }) => [manifest.name, dir, manifest] as const))(
+  '%s',
+  (name, dir, manifest) => {
+    it('passes publint with no errors or warnings', async () => {
+      const { messages } = await publint({ pkgDir: dir, pack: 'pnpm', level: 'warning' });
+      expect(messages.map((m) => `${m.type}: ${m.code} ${JSON.stringify(m.args)}`)).toEqual([]);
+    });
+
+    it('passes are-the-types-wrong for ESM and CJS consumers', () => {
+      const tarball = tarballs.get(name) as string;
+      const attwPackage = createRequire(import.meta.url).resolve('@arethetypeswrong/cli/package.json');
+      const attw = join(dirname(attwPackage), 'dist/index.js');
+      const output = execFileSync(process.execPath, [attw, tarball, '--profile', 'node16', '--format', 'json'], {
+        encoding: 'utf8',
+      });
+      const report = JSON.parse(output) as { analysis: { problems: { resolutionKind?: string }[] } };
+      // The JSON lists every resolution mode; like --profile node16 we leave out node10, which ignores `exports`
+      // (every Node release ratecard supports, and every bundler, reads `exports`).
+      expect(report.analysis.problems.filter((problem) => problem.resolutionKind !== 'node10')).toEqual([]);
+    });
+
+    it('imports every export path from an ESM and a CJS program', () => {
+      const specifiers = entryPoints(manifest);
+      const esm = join(scratch, `${name.replace('/', '-')}.mjs`);
+      const cjs = join(scratch, `${name.replace('/', '-')}.cjs`);
+      writeFileSync(
+        esm,
+        specifiers
+          .map((s, i) => `import * as m${i} from '${s}';\nconsole.log('${s}', Object.keys(m${i}).length);`)
+          .join('\n'),
+      );
+      writeFileSync(cjs, specifiers.map((s) => `console.log('${s}', Object.keys(require('${s}')).length);`).join('\n'));
+      for (const program of [esm, cjs]) {
+        const lines = execFileSync(process.execPath, [program], { cwd: scratch, encoding: 'utf8' }).trim().split('\n');
+        expect(lines.map((line) => line.split(' ')[0])).toEqual(specifiers);
+        for (const line of lines) expect(Number(line.split(' ')[1])).toBeGreaterThan(0);
+      }
+    });
+  },
+);
