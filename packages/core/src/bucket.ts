@@ -25,11 +25,13 @@ export function unitsAt(units: number, updatedAt: number, storedLimit: number, n
   const elapsed = now - updatedAt;
   let held = units;
   if (elapsed > 0) {
-    // Comparing elapsed with the ms still needed avoids the product elapsed × limit, which could pass 2^53.
-    held = elapsed >= ceilDiv(storedFull - units, storedLimit) ? storedFull : units + elapsed * storedLimit;
+    // elapsed × storedLimit may pass 2^53 after a long idle time, and the comparison is still exact: a product that
+    // large rounds to at least 2^53, above any missing amount (≤ MAX_LIMIT × 60 000), and a smaller one is exact.
+    const refill = elapsed * storedLimit;
+    held = refill >= storedFull - units ? storedFull : units + refill;
   }
   const full = limit * UNITS_PER_TOKEN;
-  return Math.min(held, full);
+  return held < full ? held : full;
 }
 
 /**

@@ -21,17 +21,30 @@ export interface OrganizationPlan {
   override?: number | null;
 }
 
+/** The plan's limit; a switch on interned strings is the cheapest lookup and immune to prototype keys. */
+function planLimit(plan: unknown): number {
+  switch (plan) {
+    case 'developer':
+      return PLANS.developer;
+    case 'hobbyist':
+      return PLANS.hobbyist;
+    case 'startup':
+      return PLANS.startup;
+    case 'enterprise':
+      return PLANS.enterprise;
+    default:
+      throw new RateLimitError(
+        'unknown_plan',
+        `ratecard: plan must be one of ${Object.keys(PLANS).join(', ')}, got ${describeValue(plan)}`,
+      );
+  }
+}
+
 /** The limit (requests per minute, = bucket capacity) of an organization: override, else trial, else plan. */
 export function limitFor(org: OrganizationPlan): number {
-  const override = org.override;
-  const planLimit: unknown = PLANS[org.plan];
   // Checking the plan even when an override wins keeps a typo in the plan from hiding behind the override.
-  if (typeof planLimit !== 'number' || !Object.hasOwn(PLANS, org.plan)) {
-    throw new RateLimitError(
-      'unknown_plan',
-      `ratecard: plan must be one of ${Object.keys(PLANS).join(', ')}, got ${describeValue(org.plan)}`,
-    );
-  }
+  const limit = planLimit(org.plan);
+  const override = org.override;
   if (override !== undefined && override !== null) {
     if (!Number.isSafeInteger(override) || override < 1 || override > MAX_LIMIT) {
       throw new RateLimitError(
@@ -42,8 +55,9 @@ export function limitFor(org: OrganizationPlan): number {
     return override;
   }
   const trial = org.trial;
-  if (trial !== undefined && trial !== null && typeof trial !== 'boolean') {
+  if (trial === true) return PLANS.startup;
+  if (trial !== undefined && trial !== null && trial !== false) {
     throw new RateLimitError('invalid_argument', `ratecard: trial must be a boolean, got ${describeValue(trial)}`);
   }
-  return trial === true ? PLANS.startup : planLimit;
+  return limit;
 }

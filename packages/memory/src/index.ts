@@ -10,9 +10,13 @@ import {
   UNITS_PER_TOKEN,
   unitsAt,
 } from '@ratecard/core';
+import { turnClock } from './turn-clock.js';
 
 export interface MemoryStoreOptions {
-  /** Clock in epoch milliseconds; default Date.now. Fractions are floored: bucket time is whole ms. */
+  /**
+   * Clock in epoch milliseconds, called on every request; fractions are floored (bucket time is whole ms). Default:
+   * Date.now read once per event-loop turn (see turn-clock.ts).
+   */
   now?: () => number;
   /**
    * Most buckets kept at once; default 1 000 000. At the bound, buckets that have refilled to full are dropped
@@ -66,8 +70,7 @@ class InProcessStore implements MemoryStore {
   private readonly sweepEvery: number;
 
   constructor(options: MemoryStoreOptions) {
-    // Date.now is read per call (not captured) so that fake clocks installed after creation are seen.
-    this.now = options.now ?? (() => Date.now());
+    this.now = options.now ?? turnClock;
     if (typeof this.now !== 'function') {
       throw new RateLimitError('invalid_option', `ratecard: now must be a function, got ${describeValue(this.now)}`);
     }

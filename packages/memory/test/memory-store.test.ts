@@ -46,6 +46,18 @@ describe('memoryStore', () => {
     expect(stats.evicted).toBe(19_000);
   });
 
+  it('reads the default clock once per event-loop turn, and afresh in the next turn', async () => {
+    const store = memoryStore();
+    store.consume('turn', 'e', 10_000, 10_000);
+    const sameTurnStart = Date.now();
+    while (Date.now() - sameTurnStart < 7) {
+      // Busy-wait past one token's refill time (6 ms at a limit of 10 000/min) within this turn.
+    }
+    expect(store.consume('turn', 'e', 10_000, 1)).toBeLessThan(0);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(store.consume('turn', 'e', 10_000, 1)).toBeGreaterThanOrEqual(0);
+  });
+
   it('reuses the slot of a reset bucket', () => {
     const store = memoryStore({ now: () => T0 });
     store.consume('a', 'e', 10, 10);

@@ -30,9 +30,12 @@ afterEach(() => {
   clock.uninstall();
 });
 
-/** A limiter on a memory store reading the faked Date.now, with one rule per mode. */
+/** A memory store that reads the faked Date.now on every call (the default clock caches it per event-loop turn). */
+const fakedStore = () => memoryStore({ now: () => Date.now() });
+
+/** A limiter on such a store, with one rule in the given mode. */
 function limiterFor(mode: EndpointMode = 'enforce'): Limiter {
-  return createLimiter({ store: memoryStore(), endpoints: { 'POST /browsers': mode } });
+  return createLimiter({ store: fakedStore(), endpoints: { 'POST /browsers': mode } });
 }
 
 const plan = fc.constantFrom(...PLAN_NAMES);
@@ -94,7 +97,7 @@ describe('token bucket properties (memory store, fake timers)', () => {
         async (schedule) => {
           clock.setSystemTime(T0);
           const limiter = limiterFor();
-          const store = memoryStore();
+          const store = fakedStore();
           const model = new ExactBucketModel();
           for (const step of schedule) {
             clock.tick(step.gap);
@@ -177,7 +180,7 @@ describe('token bucket properties (memory store, fake timers)', () => {
     fc.assert(
       fc.property(plan, fc.array(fc.integer({ min: 1, max: 700 }), { minLength: 1, maxLength: 60 }), (p, steps) => {
         clock.setSystemTime(T0);
-        const store = memoryStore();
+        const store = fakedStore();
         const capacity = PLANS[p];
         store.consume('watched', 'e', capacity, capacity);
         store.consume('idle', 'e', capacity, capacity);
