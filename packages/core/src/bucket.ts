@@ -8,10 +8,12 @@
  */
 export const UNITS_PER_TOKEN = 60_000;
 
-/** ceil(a / b) for non-negative safe integers; the float quotient of two safe integers floors exactly. */
+/**
+ * ceil(a / b) for non-negative safe integers. The quotient is rounded once; for it to round across an integer, a
+ * would have to be at least 2^53, so the ceiling of the rounded quotient is the exact one.
+ */
 export function ceilDiv(a: number, b: number): number {
-  const q = Math.floor(a / b);
-  return q * b === a ? q : q + 1;
+  return Math.ceil(a / b);
 }
 
 /**

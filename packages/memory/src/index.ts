@@ -59,6 +59,9 @@ class InProcessStore implements MemoryStore {
   private readonly now: () => number;
   private readonly maxBuckets: number;
   private readonly byEndpoint = new Map<string, Map<string, number>>();
+  /** The last endpoint looked up and its map: the limiter passes the same rule-key string every time. */
+  private lastEndpoint = '';
+  private lastBuckets: Map<string, number> | undefined;
   private state: Float64Array = new Float64Array(STRIDE * 1024);
   private freeSlots: number[] = [];
   private nextSlot = 0;
@@ -87,7 +90,7 @@ class InProcessStore implements MemoryStore {
 
   consume(organization: string, endpoint: string, limit: number, cost: number): Outcome {
     const now = Math.floor(this.now());
-    const buckets = this.byEndpoint.get(endpoint);
+    const buckets = this.bucketsOf(endpoint);
     const slot = buckets?.get(organization);
     if (slot === undefined) {
       // A missing bucket is full, and cost never exceeds the limit, so the request is admitted.
@@ -108,7 +111,7 @@ class InProcessStore implements MemoryStore {
   }
 
   peek(organization: string, endpoint: string, limit: number, cost: number): Outcome {
-    const slot = this.byEndpoint.get(endpoint)?.get(organization);
+    const slot = this.bucketsOf(endpoint)?.get(organization);
     if (slot === undefined) return take(limit * UNITS_PER_TOKEN, cost);
     const base = slot * STRIDE;
     const state = this.state;
@@ -125,12 +128,14 @@ class InProcessStore implements MemoryStore {
     const slot = buckets?.get(organization);
     if (buckets === undefined || slot === undefined) return;
     buckets.delete(organization);
-    if (buckets.size === 0) this.byEndpoint.delete(endpoint);
+    if (buckets.size === 0) this.dropEndpoint(endpoint);
     this.release(slot);
   }
 
   close(): void {
     this.byEndpoint.clear();
+    this.lastEndpoint = '';
+    this.lastBuckets = undefined;
     this.state = new Float64Array(0);
     this.freeSlots = [];
     this.nextSlot = 0;
@@ -139,6 +144,24 @@ class InProcessStore implements MemoryStore {
 
   stats(): MemoryStoreStats {
     return { buckets: this.size, dropped: this.dropped, evicted: this.evicted };
+  }
+
+  private bucketsOf(endpoint: string): Map<string, number> | undefined {
+    if (endpoint === this.lastEndpoint) return this.lastBuckets;
+    const buckets = this.byEndpoint.get(endpoint);
+    if (buckets !== undefined) {
+      this.lastEndpoint = endpoint;
+      this.lastBuckets = buckets;
+    }
+    return buckets;
+  }
+
+  private dropEndpoint(endpoint: string): void {
+    this.byEndpoint.delete(endpoint);
+    if (endpoint === this.lastEndpoint) {
+      this.lastEndpoint = '';
+      this.lastBuckets = undefined;
+    }
   }
 
   private write(slot: number, units: number, at: number, limit: number): void {
@@ -206,7 +229,7 @@ class InProcessStore implements MemoryStore {
           this.dropped++;
         }
       }
-      if (buckets.size === 0) this.byEndpoint.delete(endpoint);
+      if (buckets.size === 0) this.dropEndpoint(endpoint);
     }
   }
 
@@ -216,7 +239,7 @@ class InProcessStore implements MemoryStore {
       if (oldest.done) continue;
       const [organization, slot] = oldest.value;
       buckets.delete(organization);
-      if (buckets.size === 0) this.byEndpoint.delete(endpoint);
+      if (buckets.size === 0) this.dropEndpoint(endpoint);
       this.release(slot);
       this.evicted++;
       return;

@@ -79,3 +79,14 @@ describe('memoryStore', () => {
     expect(decisions.filter((d) => d.allowed).length).toBe(2_500);
   });
 });
+
+describe('memoryStore endpoint maps', () => {
+  it('keeps counting after an endpoint lost its last bucket and came back', () => {
+    const store = memoryStore({ now: () => T0 });
+    store.consume('a', 'e', 10, 10);
+    store.reset('a', 'e');
+    store.consume('a', 'e', 10, 10);
+    expect(store.consume('a', 'e', 10, 1)).toBeLessThan(0);
+    expect(store.stats().buckets).toBe(1);
+  });
+});
