@@ -256,9 +256,10 @@ class TokenBucketLimiter implements Limiter {
     }
     this.checkOpen();
     const rule = this.ruleOf(request);
-    if (rule === undefined) return this.report(UNLIMITED, request);
+    // Validated even for an unlimited endpoint, so that a caller's bug shows wherever it is.
     const limit = limitFor(request);
     const cost = checkCost(request.cost, limit);
+    if (rule === undefined) return this.report(UNLIMITED, request);
     const outcome = this.store.consume(request.organization, rule.key, limit, cost) as Outcome;
     return this.report(decide(outcome, rule, limit, cost, 'store'), request);
   }
@@ -307,9 +308,10 @@ class TokenBucketLimiter implements Limiter {
     try {
       this.checkOpen();
       rule = this.ruleOf(request);
-      if (rule === undefined) return Promise.resolve(this.report(UNLIMITED, request));
+      // Validated even for an unlimited endpoint, so that a caller's bug shows wherever it is.
       limit = limitFor(request);
       cost = checkCost(request.cost, limit);
+      if (rule === undefined) return Promise.resolve(this.report(UNLIMITED, request));
     } catch (error) {
       return Promise.reject(error);
     }

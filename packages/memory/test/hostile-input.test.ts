@@ -1,0 +1,119 @@
+import { createLimiter, type LimitRequest, MAX_LIMIT, type Plan, RateLimitError } from '@ratecard/core';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { memoryStore } from '../src/index.js';
+
+const T0 = 1_700_000_000_000;
+
+/** Strings that stress key schemes: separators, braces, NUL, percent signs, astral characters, the length bound. */
+const hostileString = fc.oneof(
+  fc.string({ unit: 'binary', maxLength: 300 }),
+  fc.constantFrom('', 'a}b', '{x}', 'a:b', '%7B', '\u0000', 'a\u0000b', ' ', '::', '{}', '%', '\u{1F600}'),
+  fc.constantFrom(256, 257).chain((n) => fc.constantFrom('x'.repeat(n), '\u{1F600}'.repeat(n), 'é'.repeat(n))),
+);
+
+/** Numbers a caller might pass as cost or override by mistake. */
+const hostileNumber = fc.oneof(
+  fc.constantFrom(
+    0,
+    -1,
+    1.5,
+    Number.NaN,
+    Number.POSITIVE_INFINITY,
+    Number.NEGATIVE_INFINITY,
+    2 ** 53,
+    -0,
+    MAX_LIMIT + 1,
+  ),
+  fc.double(),
+  fc.integer({ min: -1_000, max: 2_000 }),
+);
+
+function codePoints(value: string): number {
+  return [...value].length;
+}
+
+/** What the limiter must say about a request: the error code it must throw, or null when it is valid. */
+function expectedError(request: LimitRequest): string | null {
+  const nameOk = (v: string) => v.length > 0 && codePoints(v) <= 256;
+  if (!nameOk(request.organization) || !nameOk(request.endpoint)) return 'invalid_argument';
+  const override = request.override;
+  if (
+    override !== undefined &&
+    (!Number.isSafeInteger(override) || (override as number) < 1 || (override as number) > MAX_LIMIT)
+  ) {
+    return 'invalid_argument';
+  }
+  const limit = override ?? 10;
+  const cost = request.cost;
+  if (cost !== undefined && (!Number.isSafeInteger(cost) || cost < 1)) return 'invalid_argument';
+  if ((cost ?? 1) > limit) return 'cost_exceeds_limit';
+  return null;
+}
+
+describe('hostile input (fast-check)', () => {
+  it('answers every request either with a decision or a RateLimitError that charged nothing', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        hostileString,
+        fc.oneof(fc.constant('POST /browsers'), hostileString),
+        fc.option(hostileNumber, { nil: undefined }),
+        fc.option(hostileNumber, { nil: undefined }),
+        async (organization, endpoint, cost, override) => {
+          const store = memoryStore({ now: () => T0 });
+          const limiter = createLimiter({ store, endpoints: { 'POST /browsers': 'enforce' } });
+          const request: LimitRequest = { organization, endpoint, plan: 'developer', cost, override };
+          const expected = expectedError(request);
+          const outcome = await limiter.consume(request).then(
+            (decision) => ({ decision, error: undefined }),
+            (error: unknown) => ({ decision: undefined, error }),
+          );
+          if (expected === null) {
+            expect(outcome.error).toBeUndefined();
+          } else {
+            expect(outcome.error).toBeInstanceOf(RateLimitError);
+            expect((outcome.error as RateLimitError).code).toBe(expected);
+            expect((outcome.error as RateLimitError).message).toMatch(/^ratecard: /);
+            expect(store.stats().buckets).toBe(0);
+          }
+        },
+      ),
+      { numRuns: 2_000 },
+    );
+  });
+
+  it('rejects plans that are not plans, including prototype keys, charging nothing', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(fc.string(), fc.constantFrom('__proto__', 'constructor', 'toString', 'hasOwnProperty', 'valueOf')),
+        async (plan) => {
+          fc.pre(!['developer', 'hobbyist', 'startup', 'enterprise'].includes(plan));
+          const store = memoryStore({ now: () => T0 });
+          const limiter = createLimiter({ store });
+          const request = { organization: 'o', endpoint: 'POST /browsers', plan: plan as Plan };
+          await expect(limiter.consume(request)).rejects.toMatchObject({ code: 'unknown_plan' });
+          expect(store.stats().buckets).toBe(0);
+        },
+      ),
+    );
+  });
+
+  it('keeps every distinct hostile organization in its own bucket', () => {
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(
+          hostileString.filter((s) => s.length > 0 && codePoints(s) <= 256),
+          { minLength: 2, maxLength: 30 },
+        ),
+        (names) => {
+          const limiter = createLimiter({ store: memoryStore({ now: () => T0 }) });
+          for (const organization of names) {
+            expect(
+              limiter.consumeSync({ organization, endpoint: 'POST /browsers', plan: 'developer', cost: 10 }).allowed,
+            ).toBe(true);
+          }
+        },
+      ),
+    );
+  });
+});
