@@ -1,0 +1,210 @@
+import { type Decision, describeValue, type Limiter, type Plan, RateLimitError } from '@ratecard/core';
+import { INTERNAL_ERROR, RATE_LIMIT_EXCEEDED } from './body.js';
+import { checkPolicy, type RateLimitHeaderOptions, rateLimitHeaders } from './headers.js';
+
+/** Who sent a request, as far as rate limiting cares. */
+export interface Identity {
+  organization: string;
+  plan: Plan;
+  /** A trial organization gets the Start-Up limit whatever its plan. */
+  trial?: boolean | null;
+  /** A custom limit in requests per minute; it wins over plan and trial. */
+  override?: number | null;
+}
+
+/**
+ * Tells who sent a request, or null (or undefined) for a request it cannot tell: that request goes on untouched, so
+ * authentication further on can answer it. Called only for requests that match a rule. An exception in it is the
+ * application's: each adapter hands it to the framework's error handling (see docs/http.md).
+ */
+export type Identify<Request> = (
+  request: Request,
+) => Identity | null | undefined | Promise<Identity | null | undefined>;
+
+export interface RateLimitOptions<Request> extends RateLimitHeaderOptions {
+  /** The limiter from `createLimiter`; its rules decide which requests are counted. */
+  limiter: Limiter;
+  identify: Identify<Request>;
+  /**
+   * Called when the limiter fails and the middleware answers 500 (for example the store is down and the limiter's
+   * `onStoreError` is 'throw'). Default: the framework's logger, else `console.error`.
+   */
+  onError?: (error: unknown, request: Request) => void;
+}
+
+/** What an adapter does with a request. */
+export type Verdict =
+  /** Go on to the handler, after setting these headers (none when the request was not counted). */
+  | {
+      readonly action: 'next';
+      readonly headers: Readonly<Record<string, string>>;
+      /** The limiter's decision; null when no rule matched or `identify` returned null. */
+      readonly decision: Decision | null;
+    }
+  /** Answer now: 429 for a denial, 500 when the limiter failed. */
+  | {
+      readonly action: 'respond';
+      readonly status: 429 | 500;
+      readonly headers: Readonly<Record<string, string>>;
+      /** The JSON Error body, serialised. */
+      readonly body: string;
+      readonly decision: Decision | null;
+      /** What made the limiter fail (500 only); report it, never send it. */
+      readonly error?: unknown;
+    };
+
+const PASS: Verdict = Object.freeze({ action: 'next', headers: Object.freeze({}), decision: null });
+
+const DENIED_BODY = JSON.stringify(RATE_LIMIT_EXCEEDED);
+const FAILED: Extract<Verdict, { action: 'respond' }> = Object.freeze({
+  action: 'respond',
+  status: 500,
+  headers: Object.freeze({ 'content-type': 'application/json' }),
+  body: JSON.stringify(INTERNAL_ERROR),
+  decision: null,
+});
+
+/** The 500 verdict for a failure; the error rides along for `onError` and never reaches the body. */
+export function failed(error: unknown): Extract<Verdict, { action: 'respond' }> {
+  return { ...FAILED, headers: { ...FAILED.headers }, error };
+}
+
+/** The middleware options after validation; build once with `resolveOptions`, pass to `evaluate` per request. */
+export interface ResolvedOptions<Request> {
+  readonly limiter: Limiter;
+  readonly identify: Identify<Request>;
+  readonly headers: Readonly<RateLimitHeaderOptions>;
+  readonly onError: ((error: unknown, request: Request) => void) | undefined;
+}
+
+/** Validates middleware options once, when the middleware is built. Throws `invalid_option`. */
+export function resolveOptions<Request>(options: RateLimitOptions<Request>): ResolvedOptions<Request> {
+  if (typeof options !== 'object' || options === null) {
+    throw new RateLimitError(
+      'invalid_option',
+      `ratecard: the rate-limit middleware needs an options object { limiter, identify }, got ${describeValue(options)}`,
+    );
+  }
+  const { limiter, identify, onError, ietf, policy, shadowHeaders } = options;
+  if (
+    typeof limiter !== 'object' ||
+    limiter === null ||
+    typeof limiter.consume !== 'function' ||
+    typeof limiter.ruleFor !== 'function'
+  ) {
+    throw new RateLimitError(
+      'invalid_option',
+      `ratecard: limiter must be a Limiter from createLimiter, got ${describeValue(limiter)}`,
+    );
+  }
+  if (typeof identify !== 'function') {
+    throw new RateLimitError(
+      'invalid_option',
+      `ratecard: identify must be a function returning { organization, plan } or null, got ${describeValue(identify)}`,
+    );
+  }
+  if (onError !== undefined && typeof onError !== 'function') {
+    throw new RateLimitError('invalid_option', `ratecard: onError must be a function, got ${describeValue(onError)}`);
+  }
+  for (const [name, value] of [
+    ['ietf', ietf],
+    ['shadowHeaders', shadowHeaders],
+  ] as const) {
+    if (value !== undefined && typeof value !== 'boolean') {
+      throw new RateLimitError('invalid_option', `ratecard: ${name} must be a boolean, got ${describeValue(value)}`);
+    }
+  }
+  if (policy !== undefined) checkPolicy(policy);
+  return {
+    limiter,
+    identify,
+    headers: Object.freeze({ ietf, policy, shadowHeaders }),
+    onError,
+  };
+}
+
+/** Bytes a decoded path part must not gain, or the limiter would split or cut the path somewhere else. */
+const STRUCTURAL = /[/?#]/g;
+
+/**
+ * The path to match against the rules, from a request target as it arrived. An absolute-form target
+ * (`http://host/browsers`, which servers accept from proxies) is reduced to its path, and percent-encoded bytes are
+ * decoded, because routers such as Fastify's and Hono's route `/%62rowsers` to `/browsers`: without this a client could
+ * dodge a rule by spelling the path differently. Encoded `/`, `?` and `#` stay encoded.
+ */
+export function requestPath(target: string): string {
+  let path = target;
+  if (!path.startsWith('/')) {
+    const scheme = path.indexOf('://');
+    if (scheme === -1) return path;
+    const slash = path.indexOf('/', scheme + 3);
+    path = slash === -1 ? '/' : path.slice(slash);
+  }
+  if (!path.includes('%')) return path;
+  let end = path.length;
+  const query = path.indexOf('?');
+  if (query !== -1) end = query;
+  const fragment = path.indexOf('#');
+  if (fragment !== -1 && fragment < end) end = fragment;
+  const decoded = path.slice(0, end).replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) => {
+    try {
+      return decodeURIComponent(run).replace(STRUCTURAL, encodeURIComponent);
+    } catch {
+      return run;
+    }
+  });
+  return decoded + path.slice(end);
+}
+
+/**
+ * The one decision every adapter makes: find the rule for the method and path, identify the sender, consume a token
+ * and say what to answer. Rejects only when `identify` throws (that error is the application's); a limiter failure
+ * resolves to a 500 verdict carrying the error.
+ */
+export async function evaluate<Request>(
+  options: ResolvedOptions<Request>,
+  method: string,
+  target: string,
+  request: Request,
+): Promise<Verdict> {
+  const rule = options.limiter.ruleFor(method, requestPath(target));
+  if (rule === undefined) return PASS;
+  const identity = await options.identify(request);
+  if (identity === null || identity === undefined) return PASS;
+  let decision: Decision;
+  try {
+    decision = await options.limiter.consume({
+      organization: identity.organization,
+      plan: identity.plan,
+      trial: identity.trial,
+      override: identity.override,
+      endpoint: rule.key,
+    });
+  } catch (error) {
+    return failed(error);
+  }
+  const headers = rateLimitHeaders(decision, options.headers);
+  if (decision.allowed) return { action: 'next', headers, decision };
+  headers['content-type'] = 'application/json';
+  return { action: 'respond', status: 429, headers, body: DENIED_BODY, decision };
+}
+
+/** Reports a limiter failure through `onError`, or `fallback` when none was given; a throwing hook is ignored. */
+export function reportError<Request>(
+  options: ResolvedOptions<Request>,
+  error: unknown,
+  request: Request,
+  fallback: (error: unknown) => void,
+): void {
+  try {
+    if (options.onError !== undefined) options.onError(error, request);
+    else fallback(error);
+  } catch {
+    // A broken logger must not turn a 500 into a hung request.
+  }
+}
+
+/** The default report when no framework logger exists. */
+export function logToConsole(error: unknown): void {
+  console.error('ratecard: the rate limiter failed, so the request was answered 500', error);
+}

@@ -1,0 +1,31 @@
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { evaluate, logToConsole, type RateLimitOptions, reportError, resolveOptions } from './evaluate.js';
+import { setHeaders, writeVerdict } from './write-node.js';
+
+export type { Identify, Identity, RateLimitOptions } from './evaluate.js';
+
+/** Options of the Express middleware; `identify` gets the Express request (after any earlier middleware). */
+export type ExpressRateLimitOptions = RateLimitOptions<Request>;
+
+/**
+ * Express middleware (4 and 5). The path matched against the rules is `req.url`, which Express makes relative to where
+ * the middleware is mounted: `app.use('/v1', rateLimit(...))` matches `/v1/browsers` against `POST /browsers`.
+ * An exception in `identify` goes to `next(error)`, that is to the application's error handlers.
+ */
+export function rateLimit(options: ExpressRateLimitOptions): RequestHandler {
+  const settings = resolveOptions(options);
+  return (request: Request, response: Response, next: NextFunction): void => {
+    evaluate(settings, request.method, request.url, request).then(
+      (verdict) => {
+        if (verdict.action === 'next') {
+          setHeaders(response, verdict.headers);
+          next();
+          return;
+        }
+        if (verdict.status === 500) reportError(settings, verdict.error, request, logToConsole);
+        writeVerdict(response, verdict);
+      },
+      (error: unknown) => next(error),
+    );
+  };
+}

@@ -1,0 +1,50 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { describeValue, RateLimitError } from '@ratecard/core';
+import { evaluate, failed, logToConsole, type RateLimitOptions, reportError, resolveOptions } from './evaluate.js';
+import { setHeaders, writeVerdict } from './write-node.js';
+
+export type { Identify, Identity, RateLimitOptions } from './evaluate.js';
+
+/** A node:http request listener, as `http.createServer` takes it. */
+export type RequestListener = (request: IncomingMessage, response: ServerResponse) => void;
+
+/** Options of `withRateLimit`; `identify` gets the node:http request. */
+export type NodeRateLimitOptions = RateLimitOptions<IncomingMessage>;
+
+/**
+ * Wraps a node:http handler: requests that match a rule and that `identify` names are counted; a denial is answered
+ * 429 here and never reaches `handler`; an allowed request reaches it with the rate-limit headers already set.
+ *
+ * With no framework to hand errors to, an exception in `identify` is answered like a limiter failure: 500 with an
+ * `internal_error` body, the error going to `onError` (default `console.error`). What `handler` itself throws or
+ * rejects with is left alone, as node:http would.
+ */
+export function withRateLimit(
+  handler: (request: IncomingMessage, response: ServerResponse) => unknown,
+  options: NodeRateLimitOptions,
+): RequestListener {
+  if (typeof handler !== 'function') {
+    throw new RateLimitError(
+      'invalid_option',
+      `ratecard: withRateLimit needs a request handler function, got ${describeValue(handler)}`,
+    );
+  }
+  const settings = resolveOptions(options);
+  return (request, response) => {
+    evaluate(settings, request.method ?? 'GET', request.url ?? '/', request).then(
+      (verdict) => {
+        if (verdict.action === 'next') {
+          setHeaders(response, verdict.headers);
+          handler(request, response);
+          return;
+        }
+        if (verdict.status === 500) reportError(settings, verdict.error, request, logToConsole);
+        writeVerdict(response, verdict);
+      },
+      (error: unknown) => {
+        reportError(settings, error, request, logToConsole);
+        writeVerdict(response, failed(error));
+      },
+    );
+  };
+}

@@ -1,0 +1,107 @@
+import { createLimiter, RateLimitError } from '@ratecard/core';
+import { memoryStore } from '@ratecard/memory';
+import { describe, expect, it } from 'vitest';
+import { evaluate, requestPath, resolveOptions } from '../src/evaluate.js';
+
+describe('requestPath', () => {
+  it('leaves an ordinary origin-form target alone', () => {
+    expect(requestPath('/browsers?x=%20')).toBe('/browsers?x=%20');
+  });
+
+  it('reduces an absolute-form target to its path', () => {
+    expect(requestPath('http://api.example.com/browsers?x=1')).toBe('/browsers?x=1');
+    expect(requestPath('https://api.example.com')).toBe('/');
+  });
+
+  it('decodes percent-encoded bytes in the path but keeps encoded slash, ? and #', () => {
+    expect(requestPath('/%62rowser%5Fpools/%C3%A9')).toBe('/browser_pools/é');
+    expect(requestPath('/browsers%2Fx%3Fy%23z?q=%62')).toBe('/browsers%2Fx%3Fy%23z?q=%62');
+  });
+
+  it('keeps a malformed escape as it came', () => {
+    expect(requestPath('/browsers/%E0%A4%A')).toBe('/browsers/%E0%A4%A');
+  });
+
+  it('passes an asterisk-form target through, which matches no rule', () => {
+    expect(requestPath('*')).toBe('*');
+  });
+});
+
+describe('resolveOptions', () => {
+  const limiter = createLimiter({ store: memoryStore() });
+
+  const none = (): null => null;
+  it.each<[string, unknown]>([
+    ['no options', undefined],
+    ['no limiter', { identify: none }],
+    ['a limiter that is not one', { limiter: {}, identify: none }],
+    ['no identify', { limiter }],
+    ['a non-function onError', { limiter, identify: none, onError: 'log' }],
+    ['a non-boolean ietf', { limiter, identify: none, ietf: 'yes' }],
+    ['a bad policy name', { limiter, identify: none, policy: 'ünicode' }],
+  ])('rejects %s with invalid_option', (_label, options) => {
+    let caught: unknown;
+    try {
+      resolveOptions(options as never);
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toBeInstanceOf(RateLimitError);
+    expect((caught as RateLimitError).code).toBe('invalid_option');
+  });
+});
+
+describe('evaluate', () => {
+  const options = resolveOptions<string>({
+    limiter: createLimiter({ store: memoryStore({ now: () => 0 }) }),
+    identify: (token) => (token === 'anonymous' ? null : { organization: token, plan: 'developer' }),
+  });
+
+  it('passes a request without a rule with no headers and no decision', async () => {
+    expect(await evaluate(options, 'GET', '/browsers', 'org-1')).toEqual({
+      action: 'next',
+      headers: {},
+      decision: null,
+    });
+  });
+
+  it('passes an unidentified request the same way', async () => {
+    expect(await evaluate(options, 'POST', '/browsers', 'anonymous')).toMatchObject({ action: 'next', headers: {} });
+  });
+
+  it('answers the 11th request 429 with the body and the headers', async () => {
+    for (let i = 0; i < 10; i++) await evaluate(options, 'POST', '/browsers', 'org-burst');
+    expect(await evaluate(options, 'POST', '/browsers', 'org-burst')).toMatchObject({
+      action: 'respond',
+      status: 429,
+      body: '{"code":"rate_limit_exceeded","message":"Rate limit exceeded. Please retry later."}',
+      headers: {
+        'content-type': 'application/json',
+        'X-RateLimit-Limit': '10',
+        'X-RateLimit-Remaining': '0',
+        'Retry-After': '6',
+      },
+    });
+  });
+
+  it('answers 500 when identify hands over an unknown plan, and keeps the error for onError', async () => {
+    const broken = resolveOptions<string>({
+      limiter: createLimiter({ store: memoryStore() }),
+      identify: () => ({ organization: 'org-1', plan: 'platinum' as never }),
+    });
+    const verdict = await evaluate(broken, 'POST', '/browsers', 'x');
+    expect(verdict).toMatchObject({ action: 'respond', status: 500 });
+    expect(verdict.action === 'respond' && (verdict.error as RateLimitError).code).toBe('unknown_plan');
+  });
+
+  it('rejects with the error identify throws', async () => {
+    const error = new Error('no session');
+    const throwing = resolveOptions<string>({
+      limiter: createLimiter({ store: memoryStore() }),
+      identify: async () => {
+        throw error;
+      },
+    });
+    await expect(evaluate(throwing, 'POST', '/browsers', 'x')).rejects.toBe(error);
+  });
+});

@@ -1,0 +1,37 @@
+import type { Server } from 'node:http';
+import { createAdaptorServer } from '@hono/node-server';
+import { Hono } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import { rateLimit } from '../src/hono.js';
+import { adapterSuite } from './adapter-suite.js';
+import { identityFrom, listen } from './support.js';
+
+adapterSuite({
+  name: 'Hono',
+  identifyErrorsGoToApp: true,
+  start: (config) => {
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        limiter: config.limiter,
+        identify: (c) => {
+          if (config.identifyThrows !== undefined) throw config.identifyThrows;
+          return identityFrom((name) => c.req.header(name));
+        },
+        onError: config.onError,
+        ietf: config.ietf,
+        policy: config.policy,
+        shadowHeaders: config.shadowHeaders,
+      }),
+    );
+    app.all('*', (c) => {
+      config.reached();
+      return c.text('ok');
+    });
+    app.onError((error, c) => {
+      const status = error instanceof HTTPException ? error.status : ((error as { status?: number }).status ?? 500);
+      return c.json({ code: 'unauthorized', message: error.message }, status as 401);
+    });
+    return listen(createAdaptorServer({ fetch: app.fetch }) as Server);
+  },
+});

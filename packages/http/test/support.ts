@@ -1,0 +1,98 @@
+import { request as httpRequest, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Plan, Store } from '@ratecard/core';
+import type { Identity } from '../src/evaluate.js';
+
+export const T0 = 1_700_000_000_000;
+
+/** A clock the test moves by hand; the memory store reads it, so Retry-After and remaining are exact. */
+export interface TestClock {
+  now: () => number;
+  advance: (ms: number) => void;
+}
+
+export function testClock(start: number = T0): TestClock {
+  let time = start;
+  return {
+    now: () => time,
+    advance: (ms) => {
+      time += ms;
+    },
+  };
+}
+
+/**
+ * The tests' stand-in for authentication: `authorization: Bearer <organization>`, the plan in `x-plan`, `x-trial: 1`
+ * for a trial and `x-override` for a custom limit. No authorization header: not identified (null).
+ */
+export function identityFrom(header: (name: string) => string | undefined): Identity | null {
+  const authorization = header('authorization');
+  if (authorization === undefined || !authorization.startsWith('Bearer ')) return null;
+  const override = header('x-override');
+  return {
+    organization: authorization.slice('Bearer '.length),
+    plan: (header('x-plan') ?? 'developer') as Plan,
+    trial: header('x-trial') === '1',
+    override: override === undefined ? null : Number(override),
+  };
+}
+
+/** A header reader over a node:http style header record. */
+export function nodeHeader(
+  headers: Record<string, string | string[] | undefined>,
+): (name: string) => string | undefined {
+  return (name) => {
+    const value = headers[name];
+    return Array.isArray(value) ? value[0] : value;
+  };
+}
+
+/** Listens on 127.0.0.1, port 0, and gives the base URL and a close that also drops keep-alive sockets. */
+export async function listen(server: Server): Promise<{ url: string; close: () => Promise<void> }> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+/** A store that is down: every call fails with a message that must never reach a client. */
+export function brokenStore(): Store {
+  const fail = (): never => {
+    throw new Error('connect ECONNREFUSED 10.1.2.3:6379 (secret-host)');
+  };
+  return {
+    capabilities: { shared: false, synchronous: false },
+    consume: fail,
+    peek: fail,
+    consumeBatch: fail,
+    reset: fail,
+    close: () => undefined,
+  };
+}
+
+/** Sends a request with the request target exactly as given (fetch always sends origin-form). */
+export function rawRequest(
+  base: string,
+  method: string,
+  target: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined> }> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const request = httpRequest({ hostname, port, method, path: target, headers, agent: false }, (response) => {
+      response.resume();
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers }));
+    });
+    request.on('error', reject);
+    request.end();
+  });
+}
