@@ -1,0 +1,130 @@
+import type { Outcome } from '@ratecard/core';
+
+/** Consume calls waiting to be sent, in parallel arrays: queuing a call allocates little beyond its promise. */
+export class CallBatch {
+  readonly keys: string[] = [];
+  readonly slots: number[] = [];
+  readonly limits: number[] = [];
+  readonly costs: number[] = [];
+  readonly resolves: ((outcome: Outcome) => void)[] = [];
+  readonly rejects: ((error: unknown) => void)[] = [];
+
+  get length(): number {
+    return this.keys.length;
+  }
+
+  add(key: string, slot: number, limit: number, cost: number): Promise<Outcome> {
+    this.keys.push(key);
+    this.slots.push(slot);
+    this.limits.push(limit);
+    this.costs.push(cost);
+    return new Promise<Outcome>((resolve, reject) => {
+      this.resolves.push(resolve);
+      this.rejects.push(reject);
+    });
+  }
+
+  /** Appends call `i` of another batch, promise callbacks included. */
+  takeFrom(other: CallBatch, i: number): void {
+    this.keys.push(other.keys[i] as string);
+    this.slots.push(other.slots[i] as number);
+    this.limits.push(other.limits[i] as number);
+    this.costs.push(other.costs[i] as number);
+    this.resolves.push(other.resolves[i] as (outcome: Outcome) => void);
+    this.rejects.push(other.rejects[i] as (error: unknown) => void);
+  }
+
+  rejectAll(error: unknown, from: number, to: number): void {
+    for (let i = from; i < to; i++) (this.rejects[i] as (error: unknown) => void)(error);
+  }
+}
+
+/**
+ * Sends calls `from` (inclusive) to `to` (exclusive) of a batch as one script call and settles them; the promise
+ * resolves (never rejects) once they are settled.
+ */
+export type SendCalls = (batch: CallBatch, from: number, to: number) => Promise<void>;
+
+/**
+ * Gathers consume calls and sends them together, with no timer anywhere:
+ *
+ * - A flush is queued with process.nextTick, which runs once the current callback and every promise continuation it
+ *   set off are done: calls issued from many continuations (a loop of awaits, a burst of replies) share one trip.
+ * - At most `maxInFlight` flushes are outstanding. While they are, new calls wait, and go out together as soon as one
+ *   comes back. An idle store sends a lone call at once; a busy one sends what arrived during a round trip as one
+ *   script call, so batches grow with load by themselves (without the bound, each reply would release a few calls
+ *   that would leave as a batch of their own, and batches would stay small).
+ *
+ * Standalone, a flush is one script call per `maxPerCall` calls. In a cluster, keys of different slots cannot share a
+ * script call, so calls are grouped by slot first: one script call per slot, which the cluster client routes (and
+ * re-routes on MOVED or ASK) to the node serving it.
+ */
+export class AutoBatcher {
+  private batch = new CallBatch();
+  private scheduled = false;
+  private inFlight = 0;
+
+  constructor(
+    private readonly send: SendCalls,
+    private readonly bySlot: boolean,
+    private readonly maxPerCall: number,
+    private readonly maxInFlight: number,
+  ) {}
+
+  add(key: string, slot: number, limit: number, cost: number): Promise<Outcome> {
+    const promise = this.batch.add(key, slot, limit, cost);
+    this.schedule();
+    return promise;
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.inFlight >= this.maxInFlight) return;
+    this.scheduled = true;
+    process.nextTick(this.flush);
+  }
+
+  private readonly flush = (): void => {
+    this.scheduled = false;
+    const batch = this.batch;
+    if (batch.length === 0) return;
+    this.batch = new CallBatch();
+    this.inFlight++;
+    // Either way: a flush that never counted as done would hold every later call back.
+    this.sendGrouped(batch).then(this.flushed, this.flushed);
+  };
+
+  private readonly flushed = (): void => {
+    this.inFlight--;
+    // Queued from a promise continuation, the flush runs after the continuations of the calls just settled, so
+    // the calls they make join it.
+    if (this.batch.length !== 0) this.schedule();
+  };
+
+  private sendGrouped(batch: CallBatch): Promise<unknown> {
+    if (!this.bySlot || batch.length === 1) return this.sendInChunks(batch);
+    const groups = new Map<number, CallBatch>();
+    for (let i = 0; i < batch.length; i++) {
+      const slot = batch.slots[i] as number;
+      let group = groups.get(slot);
+      if (group === undefined) {
+        group = new CallBatch();
+        groups.set(slot, group);
+      }
+      group.takeFrom(batch, i);
+    }
+    const sent: Promise<unknown>[] = [];
+    for (const group of groups.values()) sent.push(this.sendInChunks(group));
+    return Promise.all(sent);
+  }
+
+  /** A bound per script call keeps any one run short: Redis serves nobody else while a script runs. */
+  private sendInChunks(batch: CallBatch): Promise<unknown> {
+    const max = this.maxPerCall;
+    if (batch.length <= max) return this.send(batch, 0, batch.length);
+    const sent: Promise<void>[] = [];
+    for (let from = 0; from < batch.length; from += max) {
+      sent.push(this.send(batch, from, Math.min(from + max, batch.length)));
+    }
+    return Promise.all(sent);
+  }
+}

@@ -1,0 +1,41 @@
+import type { LuaScript } from './scripts/lua-script.js';
+
+/**
+ * The few things the store asks of a Redis client. ioredis' `Redis` (standalone or Sentinel-managed) and `Cluster`
+ * fit it as they are; the store registers nothing on the client and sends only EVALSHA and EVAL.
+ */
+export interface RedisClient {
+  /** 'ready' when a command goes straight to Redis. In any other state the store answers at once that Redis is unavailable, rather than let calls wait in the client's offline queue. */
+  readonly status: string;
+  /** True for a Redis Cluster client: a batch is then split by hash slot. */
+  readonly isCluster?: boolean;
+  /** Runs a script Redis already holds, by SHA1. */
+  evalsha(sha: string, numKeys: number, ...keysAndArgs: (string | number)[]): Promise<unknown>;
+  /** Runs (and so loads) a script by its text. */
+  eval(script: string, numKeys: number, ...keysAndArgs: (string | number)[]): Promise<unknown>;
+  /** Starts connecting a client made with `lazyConnect` (status 'wait'); the store calls it once. */
+  connect?(): Promise<unknown>;
+}
+
+function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOSCRIPT');
+}
+
+/**
+ * EVALSHA, and EVAL only when the node that got the call does not hold the script (after a restart, a failover or
+ * SCRIPT FLUSH). In a cluster the EVAL goes where the EVALSHA went, so each node loads the script on first need.
+ * NOSCRIPT means the script did not run, so sending it again charges nothing twice.
+ */
+export function runScript(
+  client: RedisClient,
+  script: LuaScript,
+  numKeys: number,
+  keysAndArgs: (string | number)[],
+  onReload: () => void,
+): Promise<unknown> {
+  return client.evalsha(script.sha, numKeys, ...keysAndArgs).then(undefined, (error: unknown) => {
+    if (!isNoScript(error)) throw error;
+    onReload();
+    return client.eval(script.text, numKeys, ...keysAndArgs);
+  });
+}

@@ -1,0 +1,133 @@
+import { UNITS_PER_TOKEN as U } from '@ratecard/core';
+import type { Cluster, Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { redisStore } from '../src/index.js';
+import { slotOfTag } from '../src/keys.js';
+import { CLUSTER_NODES, connectCluster, connectStandalone, nextTick, REDIS_URL, uniqueOrg } from './support/redis.js';
+
+const T0 = 1_700_000_000_000;
+
+describe.skipIf(REDIS_URL === null)('auto-batching on a standalone server', () => {
+  let client: Redis;
+  beforeAll(async () => {
+    client = await connectStandalone();
+  });
+  afterAll(() => client.disconnect());
+
+  it('sends the calls made in one tick as one script call', async () => {
+    const store = redisStore({ client });
+    const orgs = Array.from({ length: 100 }, (_, i) => `${uniqueOrg('tick')}-${i}`);
+    await Promise.all(orgs.map((org) => store.consume(org, 'e', 10, 1)));
+    expect(store.stats()).toMatchObject({ sent: 100, batches: 1, largestBatch: 100 });
+  });
+
+  it('sends a lone call on the next tick, without waiting for a timer', async () => {
+    const store = redisStore({ client });
+    const answer = store.consume(uniqueOrg('lone'), 'e', 10, 1);
+    expect(store.stats().sent).toBe(0);
+    await nextTick();
+    expect(store.stats()).toMatchObject({ sent: 1, batches: 1 });
+    expect(await answer).toBe(9 * U);
+  });
+
+  it('gathers calls issued from promise continuations of the same turn', async () => {
+    const store = redisStore({ client });
+    const org = uniqueOrg('continuations');
+    const calls = Array.from({ length: 50 }, async (_, i) => {
+      for (let hop = 0; hop < i % 5; hop++) await Promise.resolve();
+      return store.consume(org, 'e', 100, 1);
+    });
+    const outcomes = await Promise.all(calls);
+    expect(store.stats().batches).toBe(1);
+    expect(outcomes.sort((a, b) => b - a)).toEqual(Array.from({ length: 50 }, (_, i) => (99 - i) * U));
+  });
+
+  it('holds calls back while two flushes are out, then sends them together', async () => {
+    const store = redisStore({ client });
+    const org = uniqueOrg('held');
+    const first = store.consume(org, 'e', 100, 1);
+    await nextTick();
+    const second = store.consume(org, 'e', 100, 1);
+    await nextTick();
+    const rest = Array.from({ length: 10 }, () => store.consume(org, 'e', 100, 1));
+    await nextTick();
+    expect(store.stats()).toMatchObject({ sent: 2, batches: 2 });
+    await Promise.all([first, second, ...rest]);
+    expect(store.stats()).toMatchObject({ sent: 12, batches: 3, largestBatch: 10 });
+  });
+
+  it('keeps calls of different turns in different script calls', async () => {
+    const store = redisStore({ client });
+    const org = uniqueOrg('turns');
+    await store.consume(org, 'e', 10, 1);
+    await store.consume(org, 'e', 10, 1);
+    expect(store.stats()).toMatchObject({ sent: 2, batches: 2, largestBatch: 1 });
+  });
+
+  it('charges one bucket repeated in a batch once per call, in order', async () => {
+    const store = redisStore({ client, clock: 'client', now: () => T0 });
+    const org = uniqueOrg('repeat');
+    const outcomes = await Promise.all([3, 4, 5, 2, 1].map((cost) => store.consume(org, 'e', 10, cost)));
+    expect(outcomes).toEqual([7 * U, 3 * U, -1 - 3 * U, U, 0]);
+    expect(store.stats().batches).toBe(1);
+  });
+
+  it('splits a large batch into script calls of at most 256 calls', async () => {
+    const store = redisStore({ client });
+    const org = uniqueOrg('large');
+    await Promise.all(Array.from({ length: 600 }, () => store.consume(org, 'e', 1_000, 1)));
+    expect(store.stats()).toMatchObject({ sent: 600, batches: 3, largestBatch: 256 });
+  });
+
+  it('sends consumeBatch as one script call', async () => {
+    const store = redisStore({ client, clock: 'client', now: () => T0 });
+    const base = uniqueOrg('batch');
+    const calls = Array.from({ length: 20 }, (_, i) => ({
+      organization: `${base}-${i % 7}`,
+      endpoint: 'e',
+      limit: 10,
+      cost: 1,
+    }));
+    const outcomes = await store.consumeBatch(calls);
+    expect(store.stats().batches).toBe(1);
+    expect(outcomes).toEqual(calls.map((_, i) => (9 - Math.floor(i / 7)) * U));
+  });
+});
+
+/** `count` organizations whose hash tags share one cluster slot. */
+function orgsInOneSlot(count: number): string[] {
+  const bySlot = new Map<number, string[]>();
+  const base = uniqueOrg('same-slot');
+  for (let i = 0; ; i++) {
+    const org = `${base}-${i}`;
+    const slot = slotOfTag(org);
+    const orgs = bySlot.get(slot) ?? [];
+    orgs.push(org);
+    bySlot.set(slot, orgs);
+    if (orgs.length === count) return orgs;
+  }
+}
+
+describe.skipIf(CLUSTER_NODES === null)('auto-batching on a cluster', () => {
+  let client: Cluster;
+  beforeAll(async () => {
+    client = await connectCluster();
+  });
+  afterAll(() => client.disconnect());
+
+  it('sends one script call per slot', async () => {
+    const store = redisStore({ client });
+    const orgs = Array.from({ length: 40 }, (_, i) => `${uniqueOrg('slots')}-${i}`);
+    const calls = orgs.flatMap((org) => [org, org, org]);
+    const outcomes = await Promise.all(calls.map((org) => store.consume(org, 'e', 10, 1)));
+    expect(outcomes.filter((outcome) => outcome < 0)).toEqual([]);
+    expect(store.stats()).toMatchObject({ sent: 120, batches: new Set(orgs.map((org) => slotOfTag(org))).size });
+  });
+
+  it('puts organizations that share a slot in the same script call', async () => {
+    const store = redisStore({ client });
+    const orgs = orgsInOneSlot(3);
+    await Promise.all(orgs.map((org) => store.consume(org, 'e', 10, 1)));
+    expect(store.stats()).toMatchObject({ sent: 3, batches: 1, largestBatch: 3 });
+  });
+});

@@ -1,0 +1,124 @@
+import { UNITS_PER_TOKEN as U } from '@ratecard/core';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RedisStore, redisStore } from '../src/index.js';
+import { connectStandalone, REDIS_URL, uniqueOrg } from './support/redis.js';
+
+const T0 = 1_700_000_000_000;
+
+describe.skipIf(REDIS_URL === null)('the deny cache', () => {
+  let client: Redis;
+  let clock: { now: number };
+  let store: RedisStore;
+  beforeAll(async () => {
+    client = await connectStandalone();
+  });
+  afterAll(() => client.disconnect());
+
+  function freshStore(denyCacheSize?: number): RedisStore {
+    clock = { now: T0 };
+    store = redisStore({ client, clock: 'client', now: () => clock.now, denyCacheSize });
+    return store;
+  }
+
+  /** Empties a Developer bucket (10 per minute) and has one request denied, which the cache remembers. */
+  async function drainedBucket(cost = 1): Promise<string> {
+    const org = uniqueOrg('deny');
+    expect(await store.consume(org, 'e', 10, 10)).toBe(0);
+    expect(await store.consume(org, 'e', 10, cost)).toBe(-1);
+    return org;
+  }
+
+  it('answers a bucket short of tokens locally, with the exact outcome', async () => {
+    freshStore();
+    const org = await drainedBucket();
+    const sent = store.stats().sent;
+    clock.now += 1_234;
+    expect(store.consume(org, 'e', 10, 1)).toBe(-1 - 12_340);
+    expect(store.stats()).toMatchObject({ sent, denyCacheHits: 1 });
+  });
+
+  it('asks Redis again at the exact instant enough tokens have refilled', async () => {
+    freshStore();
+    const org = await drainedBucket();
+    clock.now = T0 + 5_999;
+    expect(store.consume(org, 'e', 10, 1)).toBe(-1 - 59_990);
+    clock.now = T0 + 6_000;
+    expect(await store.consume(org, 'e', 10, 1)).toBe(0);
+    expect(store.stats().denyCacheHits).toBe(1);
+  });
+
+  it('answers only the same or a larger cost, at the same limit', async () => {
+    freshStore();
+    const org = await drainedBucket(2);
+    clock.now += 6_000;
+    // One token is back: a cost of 1 would be admitted, so it must go to Redis.
+    expect(store.consume(org, 'e', 10, 3)).toBe(-1 - U);
+    expect(await store.consume(org, 'e', 25, 2)).toBe(-1 - U);
+    expect(store.stats().denyCacheHits).toBe(1);
+    expect(await store.consume(org, 'e', 10, 1)).toBe(0);
+  });
+
+  it('forgets a bucket once a call charges it', async () => {
+    freshStore();
+    const org = uniqueOrg('charged');
+    await store.consume(org, 'e', 10, 7);
+    expect(await store.consume(org, 'e', 10, 5)).toBe(-1 - 3 * U);
+    expect(await store.consume(org, 'e', 10, 1)).toBe(2 * U);
+    const sent = store.stats().sent;
+    expect(await store.consume(org, 'e', 10, 5)).toBe(-1 - 2 * U);
+    expect(store.stats().sent).toBe(sent + 1);
+  });
+
+  it('is cleared by reset', async () => {
+    freshStore();
+    const org = await drainedBucket();
+    await store.reset(org, 'e');
+    expect(await store.consume(org, 'e', 10, 1)).toBe(9 * U);
+    expect(store.stats().denyCacheHits).toBe(0);
+  });
+
+  it('does not remember a bucket that refills at another limit than the request', async () => {
+    freshStore();
+    const org = uniqueOrg('plan-change');
+    await store.consume(org, 'e', 250, 250);
+    // The bucket still refills at 250 per minute until an admitted request writes the new limit.
+    expect(await store.consume(org, 'e', 10, 1)).toBe(-1);
+    expect(store.stats().denyCacheSize).toBe(0);
+  });
+
+  it('counts each call it saved', async () => {
+    freshStore();
+    const org = await drainedBucket();
+    for (let i = 0; i < 100; i++) store.consume(org, 'e', 10, 1);
+    expect(store.stats()).toMatchObject({ denyCacheHits: 100, sent: 2 });
+  });
+
+  it('can be turned off', async () => {
+    freshStore(0);
+    const org = await drainedBucket();
+    expect(await store.consume(org, 'e', 10, 1)).toBe(-1);
+    expect(store.stats()).toMatchObject({ denyCacheHits: 0, sent: 3 });
+  });
+
+  it('keeps answering while Redis is unreachable, since the bucket is short of tokens regardless', async () => {
+    const own = await connectStandalone();
+    const cached = redisStore({ client: own, clock: 'client', now: () => T0 });
+    const org = uniqueOrg('outage');
+    await cached.consume(org, 'e', 10, 10);
+    expect(await cached.consume(org, 'e', 10, 1)).toBe(-1);
+    own.disconnect();
+    expect(cached.consume(org, 'e', 10, 1)).toBe(-1);
+    await expect(cached.consume(uniqueOrg('other'), 'e', 10, 1)).rejects.toMatchObject({ code: 'store_unavailable' });
+  });
+
+  it('never outlasts the exact instant with the Redis clock', async () => {
+    const redisClock = redisStore({ client });
+    const org = uniqueOrg('redis-clock');
+    // 60 000 per minute: a token per ms.
+    expect(await redisClock.consume(org, 'e', 60_000, 60_000)).toBe(0);
+    expect(await redisClock.consume(org, 'e', 60_000, 60_000)).toBeLessThan(0);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(await redisClock.consume(org, 'e', 60_000, 2)).toBeGreaterThanOrEqual(0);
+  });
+});

@@ -1,0 +1,182 @@
+import { createLimiter, type Decision, type Limiter, RateLimitError, type StoreErrorPolicy } from '@ratecard/core';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { redisStore } from '../src/index.js';
+import { canStartRedis, type RedisServer, startRedis } from '../src/testing.js';
+import { REDIS_EXTERNAL, REDIS_URL, ready, uniqueOrg } from './support/redis.js';
+
+/** The limiter's time budget, and what a call may take beyond it: the deadline timer's 1 ms and event-loop lag. */
+const BUDGET_MS = 100;
+const SLACK_MS = 50;
+
+/** These tests kill their own server, so they need redis-server even when REDIS_URL names a shared one. */
+const canSpawn = REDIS_URL !== null && (!REDIS_EXTERNAL || canStartRedis('@ratecard/redis fault tests'));
+
+const EXPECTED_SOURCE: Record<Exclude<StoreErrorPolicy, 'throw'>, Decision['source']> = {
+  fallback: 'fallback',
+  deny: 'fail-closed',
+  allow: 'fail-open',
+};
+
+interface Settled {
+  start: number;
+  end: number;
+  decision?: Decision;
+  error?: unknown;
+}
+
+/** Keeps `loops` consume calls going until stopped, yielding to the event loop between calls. */
+function traffic(limiter: Limiter, loops: number): { settled: Settled[]; stop(): Promise<void> } {
+  const settled: Settled[] = [];
+  let running = true;
+  const org = uniqueOrg('fault');
+  const loop = async (): Promise<void> => {
+    while (running) {
+      const start = performance.now();
+      try {
+        // A limit no traffic here can exhaust: a denial would come from the deny cache, exact even while Redis is
+        // down, and these tests look at what the policy answers.
+        const decision = await limiter.consume({
+          organization: org,
+          endpoint: 'POST /browsers',
+          plan: 'enterprise',
+          override: 100_000_000,
+        });
+        settled.push({ start, end: performance.now(), decision });
+      } catch (error) {
+        settled.push({ start, end: performance.now(), error });
+      }
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  };
+  const all = Promise.all(Array.from({ length: loops }, loop));
+  return {
+    settled,
+    stop: async () => {
+      running = false;
+      await all;
+    },
+  };
+}
+
+/** Connection errors are what these tests cause; the client logs unhandled ones. */
+function quiet(client: Redis): Redis {
+  client.on('error', () => {});
+  return client;
+}
+
+function slowest(settled: readonly Settled[]): number {
+  let max = 0;
+  for (const call of settled) max = Math.max(max, call.end - call.start);
+  if (process.env.RATECARD_REPORT === '1') console.log(`slowest of ${settled.length} calls: ${max.toFixed(1)} ms`);
+  return max;
+}
+
+async function until(what: string, check: () => boolean, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+function lastDecision(settled: readonly Settled[]): Decision | undefined {
+  return settled.at(-1)?.decision;
+}
+
+describe.skipIf(!canSpawn)('when Redis fails', () => {
+  let server: RedisServer;
+  beforeAll(async () => {
+    server = await startRedis();
+  });
+  afterAll(() => server.stop());
+
+  async function connectedLimiter(policy: StoreErrorPolicy): Promise<{ client: Redis; limiter: Limiter }> {
+    const client = quiet(new Redis(server.url));
+    await ready(client);
+    return { client, limiter: createLimiter({ store: redisStore({ client }), onStoreError: policy }) };
+  }
+
+  for (const policy of ['fallback', 'deny', 'allow', 'throw'] as const) {
+    it(`settles every call within the budget while Redis is killed and restarted, policy '${policy}'`, async () => {
+      const { client, limiter } = await connectedLimiter(policy);
+      const calls = traffic(limiter, 8);
+      await until('decisions from Redis', () => lastDecision(calls.settled)?.source === 'store');
+      const killedAt = performance.now();
+      await server.kill();
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      const restartedAt = performance.now();
+      await server.restart();
+      await until('decisions from Redis again', () => lastDecision(calls.settled)?.source === 'store');
+      await calls.stop();
+      client.disconnect();
+
+      expect(slowest(calls.settled)).toBeLessThanOrEqual(BUDGET_MS + SLACK_MS);
+      const down = calls.settled.filter((call) => call.start >= killedAt && call.end <= restartedAt);
+      expect(down.length).toBeGreaterThan(20);
+      const byPolicy =
+        policy === 'throw'
+          ? (call: Settled) =>
+              call.error instanceof RateLimitError && ['store_unavailable', 'store_timeout'].includes(call.error.code)
+          : (call: Settled) => call.decision?.source === EXPECTED_SOURCE[policy];
+      expect(down.filter((call) => !byPolicy(call)).slice(0, 5)).toEqual([]);
+      expect(lastDecision(calls.settled)?.source).toBe('store');
+    });
+  }
+
+  it('settles every call within the budget while Redis hangs, and answers from Redis once it resumes', async () => {
+    const { client, limiter } = await connectedLimiter('fallback');
+    const calls = traffic(limiter, 8);
+    await until('decisions from Redis', () => lastDecision(calls.settled)?.source === 'store');
+    const pausedAt = performance.now();
+    process.kill(server.pid as number, 'SIGSTOP');
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    } finally {
+      process.kill(server.pid as number, 'SIGCONT');
+    }
+    const resumedAt = performance.now();
+    await until('decisions from Redis again', () => lastDecision(calls.settled)?.source === 'store');
+    await calls.stop();
+    client.disconnect();
+
+    expect(slowest(calls.settled)).toBeLessThanOrEqual(BUDGET_MS + SLACK_MS);
+    const hung = calls.settled.filter((call) => call.start >= pausedAt && call.end <= resumedAt);
+    expect(hung.length).toBeGreaterThan(8);
+    expect(hung.filter((call) => call.decision?.source !== 'fallback').slice(0, 5)).toEqual([]);
+  });
+
+  it('answers by policy within the budget before a new client connects, then from Redis', async () => {
+    const client = quiet(new Redis(server.url));
+    const limiter = createLimiter({ store: redisStore({ client }) });
+    const request = { organization: uniqueOrg('early'), endpoint: 'POST /browsers', plan: 'startup' } as const;
+    const start = performance.now();
+    const early = await Promise.all(Array.from({ length: 20 }, () => limiter.consume(request)));
+    expect(performance.now() - start).toBeLessThanOrEqual(BUDGET_MS + SLACK_MS);
+    expect(new Set(early.map((decision) => decision.source))).toEqual(new Set(['fallback']));
+    await ready(client);
+    expect((await limiter.consume(request)).source).toBe('store');
+    client.disconnect();
+  });
+
+  it('asks a lazyConnect client to connect on the first call', async () => {
+    const client = quiet(new Redis(server.url, { lazyConnect: true }));
+    const store = redisStore({ client });
+    const limiter = createLimiter({ store });
+    const request = { organization: uniqueOrg('lazy'), endpoint: 'POST /browsers', plan: 'startup' } as const;
+    expect((await limiter.consume(request)).source).toBe('fallback');
+    await ready(client);
+    expect((await limiter.consume(request)).source).toBe('store');
+    client.disconnect();
+  });
+
+  it('refuses a call at once with store_unavailable while the client is not ready', async () => {
+    const client = new Redis(server.url, { lazyConnect: true });
+    client.disconnect();
+    const store = redisStore({ client });
+    const refusal = await Promise.resolve(store.consume(uniqueOrg('closed'), 'e', 10, 1)).catch((error) => error);
+    expect(refusal).toBeInstanceOf(RateLimitError);
+    expect(refusal.code).toBe('store_unavailable');
+    expect(store.stats()).toMatchObject({ unavailable: 1, sent: 0 });
+  });
+});

@@ -1,0 +1,60 @@
+import { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
+import { canStartRedis, redisCommand, startRedis } from '../src/testing.js';
+import { CLUSTER_NODES, REDIS_EXTERNAL, REDIS_URL } from './support/redis.js';
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const canSpawn = REDIS_URL !== null && (!REDIS_EXTERNAL || canStartRedis('@ratecard/redis harness tests'));
+
+describe.skipIf(!canSpawn)('startRedis', () => {
+  it('leaves no process behind once stopped', async () => {
+    const server = await startRedis();
+    const pid = server.pid as number;
+    expect(await redisCommand(server, ['PING'])).toBe('PONG');
+    await server.stop();
+    expect(alive(pid)).toBe(false);
+  });
+
+  it('restarts a killed server on the same port, without the old data', async () => {
+    const server = await startRedis();
+    try {
+      await redisCommand(server, ['SET', 'k', 'v']);
+      await server.kill();
+      await server.restart();
+      expect(await redisCommand(server, ['EXISTS', 'k'])).toBe('0');
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('runs without persistence', async () => {
+    const server = await startRedis();
+    const client = new Redis(server.url);
+    try {
+      expect(await client.config('GET', 'save')).toEqual(['save', '']);
+      expect(await client.config('GET', 'appendonly')).toEqual(['appendonly', 'no']);
+    } finally {
+      client.disconnect();
+      await server.stop();
+    }
+  });
+});
+
+describe.skipIf(CLUSTER_NODES === null)('startRedisCluster', () => {
+  it('made a cluster of 3 masters with every slot served', async () => {
+    const [node] = CLUSTER_NODES ?? [];
+    if (node === undefined) throw new Error('no cluster node');
+    const info = await redisCommand(node, ['CLUSTER', 'INFO']);
+    expect(info).toContain('cluster_state:ok');
+    expect(info).toContain('cluster_slots_assigned:16384');
+    expect(info).toContain('cluster_size:3');
+  });
+});

@@ -1,0 +1,90 @@
+import fc from 'fast-check';
+import type { Cluster } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bucketKey } from '../src/index.js';
+import { decodeName, encodeName, slotOfKey, slotOfTag } from '../src/keys.js';
+import { CLUSTER_NODES, connectCluster } from './support/redis.js';
+
+/** Any JS string, lone surrogates and the characters the encoding escapes included. */
+const names = fc.oneof(
+  fc.string({ unit: 'binary', maxLength: 40 }),
+  fc.string({
+    unit: fc.constantFrom('%', '{', '}', ':', ' ', 'a', '7', 'B', 'u', '\uD83D', '\uDE00', 'é'),
+    maxLength: 20,
+  }),
+);
+
+/** Redis' hash tag rule: the text between the first `{` and the first `}` after it. */
+function hashTag(key: string): string | undefined {
+  const open = key.indexOf('{');
+  const close = key.indexOf('}', open + 1);
+  return open === -1 || close === -1 ? undefined : key.slice(open + 1, close);
+}
+
+describe('key encoding', () => {
+  it('decodes back to the name it encoded, so no two names share an encoding', () => {
+    fc.assert(fc.property(names, (name) => decodeName(encodeName(name)) === name));
+  });
+
+  it('gives distinct keys to distinct (organization, endpoint) pairs', () => {
+    fc.assert(
+      fc.property(names, names, names, names, (org1, end1, org2, end2) => {
+        fc.pre(org1 !== org2 || end1 !== end2);
+        return bucketKey(org1, end1) !== bucketKey(org2, end2);
+      }),
+    );
+  });
+
+  it('makes the encoded organization, and nothing else, the hash tag', () => {
+    fc.assert(
+      fc.property(
+        names.filter((name) => name.length > 0),
+        names,
+        (organization, endpoint) => {
+          expect(hashTag(bucketKey(organization, endpoint))).toBe(encodeName(organization));
+        },
+      ),
+    );
+  });
+
+  it('leaves no lone surrogate in a key, since UTF-8 cannot carry one', () => {
+    fc.assert(
+      fc.property(names, names, (org, endpoint) => {
+        const key = bucketKey(org, endpoint);
+        // A UTF-8 round trip changes exactly the strings that hold a lone surrogate.
+        return Buffer.from(key, 'utf8').toString('utf8') === key;
+      }),
+    );
+  });
+
+  it('keeps plain names, spaces and unicode as they are', () => {
+    expect(bucketKey('org-1', 'POST /browsers')).toBe('ratecard:{org-1}:POST /browsers');
+    expect(bucketKey('Zoë 🚀', 'e')).toBe('ratecard:{Zoë 🚀}:e');
+    expect(bucketKey('a}b', 'PUT /browser-pools/:id')).toBe('ratecard:{a%7Db}:PUT /browser-pools/%3Aid');
+  });
+
+  it('computes the slot of the hash tag, not of the whole key', () => {
+    expect(slotOfKey(bucketKey('org-1', 'POST /browsers'))).toBe(slotOfTag('org-1'));
+    expect(slotOfKey('ratecard:{}:e')).not.toBe(slotOfTag(''));
+  });
+
+  // The CRC16 check value from the Redis Cluster specification.
+  it('agrees with the specification on the slot of "123456789"', () => {
+    expect(slotOfTag('123456789')).toBe(0x31c3 & 0x3fff);
+  });
+});
+
+describe.skipIf(CLUSTER_NODES === null)('key slots on a cluster', () => {
+  let client: Cluster;
+  beforeAll(async () => {
+    client = await connectCluster();
+  });
+  afterAll(() => client.disconnect());
+
+  it('are the slots Redis computes (CLUSTER KEYSLOT), for any names', async () => {
+    const samples = fc.sample(fc.tuple(names, names), { numRuns: 300, seed: 42 });
+    const keys = samples.map(([org, endpoint]) => bucketKey(org, endpoint));
+    const slots = await Promise.all(keys.map((key) => client.cluster('KEYSLOT', key)));
+    expect(slots).toEqual(keys.map((key) => slotOfKey(key)));
+  });
+});

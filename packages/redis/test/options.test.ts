@@ -1,0 +1,79 @@
+import { RateLimitError } from '@ratecard/core';
+import { describe, expect, it } from 'vitest';
+import { type RedisClient, type RedisStoreOptions, redisStore } from '../src/index.js';
+
+const client: RedisClient = {
+  status: 'ready',
+  evalsha: () => Promise.resolve([]),
+  eval: () => Promise.resolve([]),
+};
+
+function refusal(options: unknown): RateLimitError {
+  try {
+    redisStore(options as RedisStoreOptions);
+  } catch (error) {
+    if (error instanceof RateLimitError) return error;
+    throw error;
+  }
+  throw new Error('redisStore accepted the options');
+}
+
+describe('redisStore options', () => {
+  it('needs an options object', () => {
+    expect(refusal(undefined).message).toBe('ratecard: redisStore needs an options object, got undefined');
+  });
+
+  it('needs a client with status, evalsha and eval', () => {
+    const error = refusal({ client: { status: 'ready' } });
+    expect(error.code).toBe('invalid_option');
+    expect(error.message).toBe('ratecard: client must be an ioredis Redis or Cluster client, got an object');
+  });
+
+  it('refuses a prefix with braces, which would take the hash tag from the organization', () => {
+    const error = refusal({ client, prefix: 'app{1}:' });
+    expect(error.code).toBe('invalid_option');
+    expect(error.message).toContain('got "app{1}:" (7 characters)');
+  });
+
+  it('knows only the clocks redis and client', () => {
+    expect(refusal({ client, clock: 'local' }).message).toBe(
+      `ratecard: clock must be 'redis' or 'client', got "local" (5 characters)`,
+    );
+  });
+
+  it('refuses now with the Redis clock, where it would be ignored', () => {
+    expect(refusal({ client, now: () => 0 }).code).toBe('invalid_option');
+  });
+
+  it('refuses a now that is not a function', () => {
+    expect(refusal({ client, clock: 'client', now: 5 }).message).toBe(
+      'ratecard: now must be a function returning epoch milliseconds, got 5',
+    );
+  });
+
+  it('needs a non-negative whole denyCacheSize', () => {
+    expect(refusal({ client, denyCacheSize: -1 }).message).toBe(
+      'ratecard: denyCacheSize must be a non-negative integer, got -1',
+    );
+  });
+
+  it('declares a shared, asynchronous store with a memory fallback', () => {
+    const store = redisStore({ client });
+    expect(store.capabilities).toEqual({ shared: true, synchronous: false });
+    expect(store.createFallback().capabilities.shared).toBe(false);
+  });
+
+  it('rejects a call when the client clock returns no usable time', async () => {
+    const store = redisStore({ client, clock: 'client', now: () => Number.NaN });
+    const error = await Promise.resolve(store.consume('org', 'e', 10, 1)).catch((reason: unknown) => reason);
+    expect(error).toBeInstanceOf(RateLimitError);
+    expect((error as RateLimitError).message).toBe('ratecard: now() must return epoch milliseconds, got NaN');
+  });
+
+  it('rejects calls with store_closed once closed', async () => {
+    const store = redisStore({ client });
+    store.close();
+    const error = await Promise.resolve(store.consume('org', 'e', 10, 1)).catch((reason: unknown) => reason);
+    expect((error as RateLimitError).code).toBe('store_closed');
+  });
+});

@@ -1,0 +1,52 @@
+import { UNITS_PER_TOKEN as U } from '@ratecard/core';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bucketKey, redisStore } from '../src/index.js';
+import { connectStandalone, REDIS_URL, uniqueOrg } from './support/redis.js';
+
+async function redisTimeMs(client: Redis): Promise<number> {
+  const [seconds, micros] = await client.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+describe.skipIf(REDIS_URL === null)('the default clock, Redis TIME', () => {
+  let client: Redis;
+  beforeAll(async () => {
+    client = await connectStandalone();
+  });
+  afterAll(() => client.disconnect());
+
+  it('stamps a bucket with the server time in ms', async () => {
+    const org = uniqueOrg('time');
+    const before = await redisTimeMs(client);
+    await redisStore({ client }).consume(org, 'e', 10, 1);
+    const after = await redisTimeMs(client);
+    const value = (await client.getBuffer(bucketKey(org, 'e'))) as Buffer;
+    const updatedAt = value.readUIntLE(4, 6);
+    expect(updatedAt).toBeGreaterThanOrEqual(before);
+    expect(updatedAt).toBeLessThanOrEqual(after);
+  });
+
+  it('ignores this process clock', async () => {
+    const org = uniqueOrg('skew');
+    const store = redisStore({ client });
+    const realNow = Date.now;
+    Date.now = () => realNow() + 3_600_000;
+    try {
+      expect(await store.consume(org, 'e', 10, 10)).toBe(0);
+      // An hour ahead locally refills nothing in Redis.
+      expect(await store.consume(org, 'e', 10, 1)).toBeLessThan(0);
+    } finally {
+      Date.now = realNow;
+    }
+  });
+
+  it('refills as the server time passes', async () => {
+    const store = redisStore({ client });
+    const org = uniqueOrg('refill');
+    // 60 000 per minute: a token per ms.
+    expect(await store.consume(org, 'e', 60_000, 60_000)).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect(await store.peek(org, 'e', 60_000, 20)).toBeGreaterThanOrEqual(10 * U);
+  });
+});

@@ -1,0 +1,128 @@
+import { createHash } from 'node:crypto';
+import { createLimiter } from '@ratecard/core';
+import type { Cluster, Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { redisStore } from '../src/index.js';
+import { CONSUME } from '../src/scripts/consume.js';
+import { luaScript, normaliseLua } from '../src/scripts/lua-script.js';
+import { PEEK } from '../src/scripts/peek.js';
+import { RESET } from '../src/scripts/reset.js';
+import { CLUSTER_NODES, connectCluster, connectStandalone, REDIS_URL, uniqueOrg } from './support/redis.js';
+import { runTraffic } from './support/traffic.js';
+
+describe('script text', () => {
+  it('is hashed after normalisation, with SHA1 computed at load', () => {
+    for (const script of [CONSUME, PEEK, RESET]) {
+      expect(script.sha).toBe(createHash('sha1').update(script.text).digest('hex'));
+      expect(normaliseLua(script.text)).toBe(script.text);
+    }
+  });
+
+  it('keeps its SHA when re-indented or re-commented', () => {
+    const tidy = luaScript('x', 'local a = 1 -- one\nreturn a\n');
+    const messy = luaScript('x', '\n  -- a comment line\n    local  a =  1\t\t-- another\n\n  return a   \n');
+    expect(messy.sha).toBe(tidy.sha);
+  });
+});
+
+/** Function-valued own properties: where ioredis' defineCommand would put a command. */
+function ownCommands(client: Redis | Cluster): string[] {
+  return Object.getOwnPropertyNames(client).filter(
+    (name) => typeof (client as unknown as Record<string, unknown>)[name] === 'function',
+  );
+}
+
+describe.skipIf(REDIS_URL === null)('scripts on a standalone server', () => {
+  let client: Redis;
+  let admin: Redis;
+  beforeAll(async () => {
+    [client, admin] = await Promise.all([connectStandalone(), connectStandalone()]);
+  });
+  afterAll(() => {
+    client.disconnect();
+    admin.disconnect();
+  });
+
+  it('are loaded with EVAL only when Redis answers NOSCRIPT', async () => {
+    await admin.script('FLUSH');
+    const store = redisStore({ client });
+    const org = uniqueOrg('noscript');
+    await store.consume(org, 'e', 10, 1);
+    await store.consume(org, 'e', 10, 1);
+    await store.peek(org, 'e', 10, 1);
+    await store.peek(org, 'e', 10, 1);
+    expect(store.stats().scriptReloads).toBe(2);
+    expect(await admin.script('EXISTS', CONSUME.sha, PEEK.sha, RESET.sha)).toEqual([1, 1, 0]);
+  });
+
+  it('define no command on the client', async () => {
+    const before = ownCommands(client);
+    const store = redisStore({ client });
+    await store.consume(uniqueOrg('define'), 'e', 10, 1);
+    await store.peek(uniqueOrg('define'), 'e', 10, 1);
+    await store.reset(uniqueOrg('define'), 'e');
+    expect(ownCommands(client)).toEqual(before);
+  });
+
+  it('survive SCRIPT FLUSH during traffic with zero failed calls', async () => {
+    const store = redisStore({ client });
+    const limiter = createLimiter({ store, onStoreError: 'throw', storeTimeoutMs: 2_000 });
+    let flushing = true;
+    let flushes = 0;
+    const flusher = (async () => {
+      while (flushing) {
+        await admin.script('FLUSH');
+        flushes++;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    })();
+    const orgs = Array.from({ length: 20 }, () => uniqueOrg('flush'));
+    const { decisions, failures } = await runTraffic(limiter, orgs, 6_000, 64);
+    flushing = false;
+    await flusher;
+    expect(failures).toEqual([]);
+    expect(decisions.every((decision) => decision.source === 'store')).toBe(true);
+    expect(flushes).toBeGreaterThan(3);
+    expect(store.stats().scriptReloads).toBeGreaterThan(1);
+  });
+});
+
+describe.skipIf(CLUSTER_NODES === null)('scripts on a cluster', () => {
+  let client: Cluster;
+  beforeAll(async () => {
+    client = await connectCluster();
+  });
+  afterAll(() => client.disconnect());
+
+  it('are loaded on each master that lacks them', async () => {
+    await Promise.all(client.nodes('master').map((node) => node.script('FLUSH')));
+    const store = redisStore({ client });
+    // Enough organizations to reach every master, sent twice.
+    const orgs = Array.from({ length: 60 }, () => uniqueOrg('per-node'));
+    await Promise.all(orgs.map((org) => store.consume(org, 'e', 10, 1)));
+    const reloads = store.stats().scriptReloads;
+    expect(reloads).toBeGreaterThanOrEqual(3);
+    await Promise.all(orgs.map((org) => store.consume(org, 'e', 10, 1)));
+    expect(store.stats().scriptReloads).toBe(reloads);
+    for (const node of client.nodes('master')) expect(await node.script('EXISTS', CONSUME.sha)).toEqual([1]);
+  });
+
+  it('survive SCRIPT FLUSH on every master during traffic with zero failed calls', async () => {
+    const store = redisStore({ client });
+    const limiter = createLimiter({ store, onStoreError: 'throw', storeTimeoutMs: 2_000 });
+    let flushing = true;
+    const flusher = (async () => {
+      while (flushing) {
+        await Promise.all(client.nodes('master').map((node) => node.script('FLUSH')));
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    })();
+    const orgs = Array.from({ length: 40 }, () => uniqueOrg('cluster-flush'));
+    const { decisions, failures } = await runTraffic(limiter, orgs, 6_000, 64);
+    flushing = false;
+    await flusher;
+    expect(failures).toEqual([]);
+    expect(decisions.every((decision) => decision.source === 'store')).toBe(true);
+    expect(store.stats().scriptReloads).toBeGreaterThan(3);
+  });
+});
