@@ -1,0 +1,107 @@
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createLimiter, limitFor } from '@ratecard/core';
+import { answerClientError, createApp } from './app.js';
+import type { ApiKeys } from './auth.js';
+import { type Config, loadKeysFile, readConfig } from './config.js';
+import { openStore } from './store.js';
+
+/** Longest a shutdown waits for in-flight requests before cutting the connections that still hold them. */
+const DRAIN_TIMEOUT_MS = 10_000;
+
+function listen(server: Server, config: Config): Promise<AddressInfo> {
+  return new Promise<AddressInfo>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => {
+      server.off('error', reject);
+      resolve(server.address() as AddressInfo);
+    });
+  });
+}
+
+function table(rows: string[][]): string[] {
+  const widths = rows[0]?.map((_, column) => Math.max(...rows.map((row) => row[column]?.length ?? 0))) ?? [];
+  return rows.map((row) => `  ${row.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join('  ')}`.trimEnd());
+}
+
+function banner(address: AddressInfo, config: Config, store: string, keys: ApiKeys): string {
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const lines = [`ratecard reference service listening on http://${host}:${address.port}`, `store: ${store}`];
+  const entries = Object.entries(keys);
+  if (config.demoKeys) {
+    // The shipped tokens are public by design; tokens from any other keys file are secrets and are never printed.
+    lines.push(`demo tokens (${config.keysFile}):`);
+    const rows = [['TOKEN', 'ORGANIZATION', 'PLAN', 'POST /browsers', 'SCOPES']];
+    for (const [token, key] of entries) {
+      const plan = `${key.plan}${key.trial === true ? ' (trial)' : ''}${key.override === undefined ? '' : ' (override)'}`;
+      rows.push([token, key.organization, plan, `${limitFor(key)}/min`, key.scopes.join(', ') || 'none']);
+    }
+    lines.push(...table(rows));
+  } else {
+    lines.push(`API keys: ${entries.length} from ${config.keysFile}`);
+  }
+  return lines.join('\n');
+}
+
+async function main(): Promise<void> {
+  const config = readConfig(process.env);
+  const keys = loadKeysFile(config.keysFile);
+  const backend = await openStore(config);
+  const limiter = createLimiter({ store: backend.store });
+  const app = createApp({ limiter, keys });
+
+  // From shutdown on, every answer closes its connection, so keep-alive clients cannot hold the shutdown open; that
+  // includes requests already in flight, hence the set of responses not yet sent.
+  let draining = false;
+  const unsent = new Set<ServerResponse>();
+  const server = createServer((request, response) => {
+    if (draining) {
+      response.setHeader('connection', 'close');
+    } else {
+      unsent.add(response);
+      response.on('close', () => unsent.delete(response));
+    }
+    app(request, response);
+  });
+  server.on('clientError', answerClientError);
+  const address = await listen(server, config);
+  console.log(banner(address, config, backend.description, keys));
+
+  const shutdown = async (signal: NodeJS.Signals): Promise<void> => {
+    if (draining) {
+      console.log(`${signal} again: exiting without waiting`);
+      process.exit(1);
+    }
+    draining = true;
+    for (const response of unsent) if (!response.headersSent) response.setHeader('connection', 'close');
+    console.log(`${signal}: finishing in-flight requests`);
+    const cut = setTimeout(() => server.closeAllConnections(), DRAIN_TIMEOUT_MS);
+    cut.unref();
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeIdleConnections();
+    });
+    clearTimeout(cut);
+    await limiter.close();
+    await backend.close();
+    console.log('stopped');
+    process.exit(0);
+  };
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.on(signal, (received) => {
+      shutdown(received).catch((error: unknown) => {
+        console.error('reference-service: shutdown failed:', error);
+        process.exit(1);
+      });
+    });
+  }
+}
+
+main().catch((error: unknown) => {
+  // Configuration and keys-file errors carry a message written for the operator; anything else keeps its stack.
+  const known = error instanceof Error && (error.name === 'ConfigError' || error.name === 'KeysFileError');
+  const busy = error instanceof Error && 'code' in error && error.code === 'EADDRINUSE';
+  if (busy) console.error(`reference-service: ${(error as Error).message}; set PORT to a free port`);
+  else console.error(known ? (error as Error).message : error);
+  process.exit(1);
+});

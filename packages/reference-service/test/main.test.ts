@@ -1,0 +1,189 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { redisClusterForTests, redisForTests } from '@ratecard/redis/testing';
+import { build } from 'tsup';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const packageDir = fileURLToPath(new URL('..', import.meta.url));
+const main = join(packageDir, 'dist', 'main.js');
+let scratch: string;
+
+beforeAll(async () => {
+  // `pnpm start` builds first; so does this, so the process under test is the current source.
+  await build({ config: join(packageDir, 'tsup.config.ts'), silent: true });
+  scratch = mkdtempSync(join(tmpdir(), 'ratecard-service-'));
+}, 30_000);
+
+afterAll(() => {
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+interface Started {
+  child: ChildProcess;
+  output: () => string;
+  errors: () => string;
+  exited: Promise<number | null>;
+}
+
+/** `node dist/main.js`, as `pnpm start` runs it, with the environment given. */
+function run(env: Record<string, string>): Started {
+  const child = spawn(process.execPath, [main], {
+    cwd: packageDir,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString('utf8');
+  });
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString('utf8');
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, output: () => stdout, errors: () => stderr, exited };
+}
+
+async function urlOf(started: Started): Promise<string> {
+  for (let waited = 0; waited < 10_000; waited += 20) {
+    const url = /listening on (http:\/\/\S+)/.exec(started.output())?.[1];
+    if (url !== undefined) return url;
+    if (started.child.exitCode !== null) break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`the service printed no URL; stdout: ${started.output()} stderr: ${started.errors()}`);
+}
+
+it('starts like pnpm start, prints URL, store and demo tokens, serves, and drains on SIGTERM to exit 0', async () => {
+  const started = run({ PORT: '0' });
+  const url = await urlOf(started);
+  expect(started.output()).toContain('store: memory');
+  expect(started.output()).toMatch(/rc_demo_developer\s+org_developer\s+developer\s+10\/min/);
+
+  const created = await fetch(`${url}/browsers`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer rc_demo_developer' },
+  });
+  expect(created.status).toBe(201);
+  expect(created.headers.get('x-ratelimit-remaining')).toBe('9');
+  expect(await created.json()).toEqual({ id: expect.stringMatching(/^br_/) });
+
+  // A request still arriving when SIGTERM lands is finished, not cut.
+  let finish = (): void => {};
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(new TextEncoder().encode('{"action":'));
+      finish = () => {
+        controller.enqueue(new TextEncoder().encode('"run"}'));
+        controller.close();
+      };
+    },
+  });
+  const inFlight = fetch(`${url}/invocations`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer rc_demo_developer', 'content-type': 'application/json' },
+    body,
+    duplex: 'half',
+  } as RequestInit);
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  started.child.kill('SIGTERM');
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  finish();
+  const answer = await inFlight;
+  expect(answer.status).toBe(202);
+  expect(answer.headers.get('connection')).toBe('close');
+  expect(await started.exited).toBe(0);
+  expect(started.output()).toContain('SIGTERM: finishing in-flight requests');
+  expect(started.errors()).toBe('');
+}, 20_000);
+
+it('refuses to start with a clear message when the keys file is broken', async () => {
+  const broken = join(scratch, 'keys.json');
+  writeFileSync(broken, JSON.stringify({ secret_token_1: { organization: 'org_a', plan: 'gold', scopes: [] } }));
+  const started = run({ PORT: '0', API_KEYS_FILE: broken });
+  expect(await started.exited).toBe(1);
+  expect(started.errors().trim()).toBe(
+    `reference-service: ${broken}: key #1: plan must be one of developer, hobbyist, startup, enterprise, got "gold"`,
+  );
+  expect(started.errors()).not.toContain('secret_token_1');
+});
+
+it('does not print the tokens of a keys file other than the demo one', async () => {
+  const keys = join(scratch, 'private.json');
+  writeFileSync(
+    keys,
+    JSON.stringify({ private_token_1: { organization: 'org_a', plan: 'developer', scopes: ['browsers'] } }),
+  );
+  const started = run({ PORT: '0', API_KEYS_FILE: keys });
+  const url = await urlOf(started);
+  const answer = await fetch(`${url}/browsers`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer private_token_1' },
+  });
+  expect(answer.status).toBe(201);
+  started.child.kill('SIGINT');
+  expect(await started.exited).toBe(0);
+  expect(started.output()).toContain(`API keys: 1 from ${keys}`);
+  expect(started.output()).not.toContain('private_token_1');
+}, 20_000);
+
+it('refuses a PORT that is not a port number', async () => {
+  const started = run({ PORT: 'eighty' });
+  expect(await started.exited).toBe(1);
+  expect(started.errors().trim()).toBe('reference-service: PORT must be a port number from 0 to 65535, got "eighty"');
+});
+
+// Under CI=true these throw when no Redis can be had, so the suite fails instead of passing by skipping.
+const redis = await redisForTests('reference-service main in Redis mode');
+const cluster = redis === undefined ? undefined : await redisClusterForTests('reference-service main on Redis Cluster');
+
+describe.skipIf(redis === undefined)('in Redis mode', () => {
+  afterAll(async () => {
+    await redis?.stop();
+    await cluster?.stop();
+  });
+
+  it('shares the buckets between two replicas on one Redis, masks the password it prints, and exits 0', async () => {
+    const url = redis?.url ?? '';
+    const withPassword = url.replace('redis://', 'redis://:hunter2@');
+    const replicas = [run({ PORT: '0', REDIS_URL: url }), run({ PORT: '0', REDIS_URL: withPassword })];
+    const [first, second] = await Promise.all(replicas.map(urlOf));
+    expect(replicas[0]?.output()).toContain(`store: redis (${url})`);
+    expect(replicas[1]?.output()).toContain(`store: redis (${url.replace('redis://', 'redis://:***@')})`);
+    expect(replicas[1]?.output()).not.toContain('hunter2');
+    // rc_demo_developer's organization may hold tokens from an earlier run on a shared Redis: drain it first.
+    const post = (base: string | undefined): Promise<Response> =>
+      fetch(`${base}/browsers`, { method: 'POST', headers: { authorization: 'Bearer rc_demo_developer' } });
+    for (let i = 0; i < 10; i++) await post(i % 2 === 0 ? first : second);
+    const refused = await post(second);
+    expect(refused.status).toBe(429);
+    expect(await refused.text()).toBe(
+      '{"code":"rate_limit_exceeded","message":"Rate limit exceeded. Please retry later."}',
+    );
+    expect((await post(first)).status).toBe(429);
+    for (const replica of replicas) replica.child.kill('SIGTERM');
+    expect(await Promise.all(replicas.map((replica) => replica.exited))).toEqual([0, 0]);
+  }, 30_000);
+
+  it.skipIf(cluster === undefined)(
+    'runs on a Redis Cluster given by REDIS_CLUSTER_NODES',
+    async () => {
+      const nodes = (cluster?.nodes ?? []).map((node) => `${node.host}:${node.port}`).join(',');
+      const started = run({ PORT: '0', REDIS_CLUSTER_NODES: nodes });
+      const url = await urlOf(started);
+      expect(started.output()).toContain(`store: redis cluster (${nodes.replaceAll(',', ', ')})`);
+      const answer = await fetch(`${url}/browsers`, {
+        method: 'POST',
+        headers: { authorization: 'Bearer rc_demo_trial' },
+      });
+      expect(answer.status).toBe(201);
+      expect(answer.headers.get('x-ratelimit-limit')).toBe('100');
+      started.child.kill('SIGTERM');
+      expect(await started.exited).toBe(0);
+    },
+    30_000,
+  );
+});
