@@ -19,9 +19,9 @@ export interface MemoryStoreOptions {
    */
   now?: () => number;
   /**
-   * Most buckets kept at once; default 1 000 000. At the bound, buckets that have refilled to full are dropped
-   * (that loses nothing); if none has, the least recently created bucket is evicted (its organization starts
-   * over with a full bucket) and `stats().evicted` counts it.
+   * Most buckets kept at once; default 1 000 000. Full buckets are dropped as new ones are created (that loses
+   * nothing); at the bound every full bucket is swept out, and if none is full, the bucket looked at longest ago is
+   * evicted (its organization starts over with a full bucket) and `stats().evicted` counts it.
    */
   maxBuckets?: number;
 }
@@ -49,26 +49,37 @@ export interface MemoryStore extends Store {
 // Per bucket, three doubles in one growable Float64Array: units held, when (ms), and the limit then in force.
 const STRIDE = 3;
 
+/** The buckets of one endpoint: organization → slot. */
+interface EndpointBuckets {
+  readonly endpoint: string;
+  readonly slots: Map<string, number>;
+}
+
 /**
  * A per-process store: buckets in a two-level Map (endpoint rule, then organization) pointing at slots of a
- * Float64Array, so a tracked organization costs a Map entry and 24 bytes, and a call allocates nothing. No timers:
- * full buckets are swept when the bound is reached.
+ * Float64Array, so a call allocates nothing. Each slot also records its owner, so that sweeping and evicting walk
+ * slot numbers and never iterate a Map (whose deleted entries would make that slow). No timers.
  */
 class InProcessStore implements MemoryStore {
   readonly capabilities: StoreCapabilities = Object.freeze({ shared: false, synchronous: true });
   private readonly now: () => number;
   private readonly maxBuckets: number;
-  private readonly byEndpoint = new Map<string, Map<string, number>>();
-  /** The last endpoint looked up and its map: the limiter passes the same rule-key string every time. */
+  private readonly byEndpoint = new Map<string, EndpointBuckets>();
+  /** The last endpoint looked up and its buckets: the limiter passes the same rule-key string every time. */
   private lastEndpoint = '';
-  private lastBuckets: Map<string, number> | undefined;
+  private lastBuckets: EndpointBuckets | undefined;
   private state: Float64Array = new Float64Array(STRIDE * 1024);
+  /** Per slot, the organization that owns it (undefined: free) and its endpoint's buckets. */
+  private owners: (string | undefined)[] = [];
+  private ownerBuckets: (EndpointBuckets | undefined)[] = [];
   private freeSlots: number[] = [];
   private nextSlot = 0;
+  /** The clock hand: the next slot the incremental sweep looks at. */
+  private hand = 0;
   private size = 0;
   private dropped = 0;
   private evicted = 0;
-  /** Creations since the last sweep; a sweep costs O(buckets), so it runs at most once per sweepEvery creations. */
+  /** Creations since the last full sweep; a full sweep costs O(slots), so it runs at most once per sweepEvery. */
   private createdSinceSweep: number;
   private readonly sweepEvery: number;
 
@@ -90,12 +101,11 @@ class InProcessStore implements MemoryStore {
 
   consume(organization: string, endpoint: string, limit: number, cost: number): Outcome {
     const now = Math.floor(this.now());
-    const buckets = this.bucketsOf(endpoint);
-    const slot = buckets?.get(organization);
+    const slot = this.bucketsOf(endpoint)?.slots.get(organization);
     if (slot === undefined) {
       // A missing bucket is full, and cost never exceeds the limit, so the request is admitted.
       const outcome = take(limit * UNITS_PER_TOKEN, cost);
-      this.write(this.create(endpoint, organization, buckets, now), outcome, now, limit);
+      this.write(this.create(endpoint, organization, now), outcome, now, limit);
       return outcome;
     }
     const base = slot * STRIDE;
@@ -111,7 +121,7 @@ class InProcessStore implements MemoryStore {
   }
 
   peek(organization: string, endpoint: string, limit: number, cost: number): Outcome {
-    const slot = this.bucketsOf(endpoint)?.get(organization);
+    const slot = this.bucketsOf(endpoint)?.slots.get(organization);
     if (slot === undefined) return take(limit * UNITS_PER_TOKEN, cost);
     const base = slot * STRIDE;
     const state = this.state;
@@ -124,12 +134,8 @@ class InProcessStore implements MemoryStore {
   }
 
   reset(organization: string, endpoint: string): void {
-    const buckets = this.byEndpoint.get(endpoint);
-    const slot = buckets?.get(organization);
-    if (buckets === undefined || slot === undefined) return;
-    buckets.delete(organization);
-    if (buckets.size === 0) this.dropEndpoint(endpoint);
-    this.release(slot);
+    const slot = this.bucketsOf(endpoint)?.slots.get(organization);
+    if (slot !== undefined) this.forget(slot);
   }
 
   close(): void {
@@ -137,8 +143,11 @@ class InProcessStore implements MemoryStore {
     this.lastEndpoint = '';
     this.lastBuckets = undefined;
     this.state = new Float64Array(0);
+    this.owners = [];
+    this.ownerBuckets = [];
     this.freeSlots = [];
     this.nextSlot = 0;
+    this.hand = 0;
     this.size = 0;
   }
 
@@ -146,7 +155,7 @@ class InProcessStore implements MemoryStore {
     return { buckets: this.size, dropped: this.dropped, evicted: this.evicted };
   }
 
-  private bucketsOf(endpoint: string): Map<string, number> | undefined {
+  private bucketsOf(endpoint: string): EndpointBuckets | undefined {
     if (endpoint === this.lastEndpoint) return this.lastBuckets;
     const buckets = this.byEndpoint.get(endpoint);
     if (buckets !== undefined) {
@@ -156,14 +165,6 @@ class InProcessStore implements MemoryStore {
     return buckets;
   }
 
-  private dropEndpoint(endpoint: string): void {
-    this.byEndpoint.delete(endpoint);
-    if (endpoint === this.lastEndpoint) {
-      this.lastEndpoint = '';
-      this.lastBuckets = undefined;
-    }
-  }
-
   private write(slot: number, units: number, at: number, limit: number): void {
     const base = slot * STRIDE;
     this.state[base] = units;
@@ -171,19 +172,24 @@ class InProcessStore implements MemoryStore {
     this.state[base + 2] = limit;
   }
 
-  private create(endpoint: string, organization: string, known: Map<string, number> | undefined, now: number): number {
-    let buckets = known;
-    if (this.size >= this.maxBuckets) {
-      this.makeRoom(now);
-      // Making room may have dropped this endpoint's map with its last bucket.
-      buckets = this.byEndpoint.get(endpoint);
-    }
+  private isFull(slot: number, now: number): boolean {
+    const base = slot * STRIDE;
+    const state = this.state;
+    return now - (state[base + 1] as number) >= msUntilFull(state[base] as number, state[base + 2] as number);
+  }
+
+  private create(endpoint: string, organization: string, now: number): number {
+    if (this.size >= this.maxBuckets) this.makeRoom(now);
+    else this.sweepStep(now);
+    let buckets = this.byEndpoint.get(endpoint);
     if (buckets === undefined) {
-      buckets = new Map();
+      buckets = { endpoint, slots: new Map() };
       this.byEndpoint.set(endpoint, buckets);
     }
     const slot = this.freeSlots.pop() ?? this.grow();
-    buckets.set(organization, slot);
+    buckets.slots.set(organization, slot);
+    this.owners[slot] = organization;
+    this.ownerBuckets[slot] = buckets;
     this.size++;
     this.createdSinceSweep++;
     return slot;
@@ -196,54 +202,71 @@ class InProcessStore implements MemoryStore {
       bigger.set(this.state);
       this.state = bigger;
     }
+    this.owners.push(undefined);
+    this.ownerBuckets.push(undefined);
     return slot;
   }
 
-  private release(slot: number): void {
+  /** Removes a bucket, freeing its slot (and its endpoint's map when that was the last bucket). */
+  private forget(slot: number): void {
+    const organization = this.owners[slot] as string;
+    const buckets = this.ownerBuckets[slot] as EndpointBuckets;
+    buckets.slots.delete(organization);
+    if (buckets.slots.size === 0) {
+      this.byEndpoint.delete(buckets.endpoint);
+      if (buckets === this.lastBuckets) {
+        this.lastEndpoint = '';
+        this.lastBuckets = undefined;
+      }
+    }
+    this.owners[slot] = undefined;
+    this.ownerBuckets[slot] = undefined;
     this.freeSlots.push(slot);
     this.size--;
   }
 
+  /** The next slot in use at or after the clock hand, moving the hand past it. */
+  private nextOwnedSlot(): number {
+    for (;;) {
+      if (this.hand >= this.nextSlot) this.hand = 0;
+      const slot = this.hand++;
+      if (this.owners[slot] !== undefined) return slot;
+    }
+  }
+
   /**
-   * Frees one slot at the bound. Full buckets go first (lossless); a sweep for them costs O(buckets), so between
-   * sweeps, and when a sweep freed nothing, the least recently created bucket is evicted instead. Under a flood of
-   * new organizations that keeps creation amortised O(1).
+   * The incremental half of forgetting full buckets: every new bucket pays for a look at the next two buckets under
+   * the clock hand, and a full one is dropped (that loses nothing). A whole turn of the hand takes half as many
+   * creations as there are slots, so memory follows the number of buckets that are not full, without a timer.
+   */
+  private sweepStep(now: number): void {
+    for (let look = 0; look < 2 && this.size > 0; look++) {
+      const slot = this.nextOwnedSlot();
+      if (this.isFull(slot, now)) {
+        this.forget(slot);
+        this.dropped++;
+      }
+    }
+  }
+
+  /**
+   * Frees a slot at the bound. Full buckets go first (lossless); a full sweep costs O(slots), so it runs at most
+   * once per sweepEvery creations. When it frees nothing, or between sweeps, the bucket under the clock hand (the
+   * one looked at longest ago) is evicted instead, so a flood of new organizations stays amortised O(1).
    */
   private makeRoom(now: number): void {
     if (this.createdSinceSweep >= this.sweepEvery) {
       this.createdSinceSweep = 0;
-      this.dropFullBuckets(now);
-      if (this.size < this.maxBuckets) return;
-    }
-    this.evictOldest();
-  }
-
-  private dropFullBuckets(now: number): void {
-    const state = this.state;
-    for (const [endpoint, buckets] of this.byEndpoint) {
-      for (const [organization, slot] of buckets) {
-        const base = slot * STRIDE;
-        if (now - (state[base + 1] as number) >= msUntilFull(state[base] as number, state[base + 2] as number)) {
-          buckets.delete(organization);
-          this.release(slot);
+      for (let slot = 0; slot < this.nextSlot; slot++) {
+        if (this.owners[slot] !== undefined && this.isFull(slot, now)) {
+          this.forget(slot);
           this.dropped++;
         }
       }
-      if (buckets.size === 0) this.dropEndpoint(endpoint);
+      if (this.size < this.maxBuckets) return;
     }
-  }
-
-  private evictOldest(): void {
-    for (const [endpoint, buckets] of this.byEndpoint) {
-      const oldest = buckets.entries().next();
-      if (oldest.done) continue;
-      const [organization, slot] = oldest.value;
-      buckets.delete(organization);
-      if (buckets.size === 0) this.dropEndpoint(endpoint);
-      this.release(slot);
-      this.evicted++;
-      return;
-    }
+    this.forget(this.nextOwnedSlot());
+    this.evicted++;
   }
 }
 

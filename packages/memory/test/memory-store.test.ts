@@ -24,18 +24,27 @@ describe('memoryStore', () => {
     expect(store.stats()).toEqual({ buckets: 1, dropped: 100, evicted: 0 });
   });
 
-  it('keeps partly drained buckets and evicts the oldest only when none is full, counting it', () => {
+  it('drops full buckets as new ones are created, long before the bound', () => {
+    let now = T0;
+    const store = memoryStore({ now: () => now });
+    for (let i = 0; i < 1_000; i++) store.consume(`early-${i}`, 'e', 10, 1);
+    now += 6_000;
+    for (let i = 0; i < 1_000; i++) store.consume(`late-${i}`, 'e', 10, 1);
+    // Each creation looked at the two oldest buckets: the 1 000 early ones had refilled, so all were dropped.
+    expect(store.stats()).toEqual({ buckets: 1_000, dropped: 1_000, evicted: 0 });
+    expect(store.peek('early-0', 'e', 10, 10)).toBe(0);
+  });
+
+  it('evicts one bucket only when none is full, counting it', () => {
     let now = T0;
     const store = memoryStore({ now: () => now, maxBuckets: 3 });
-    store.consume('a', 'e', 10, 10);
+    for (const organization of ['a', 'b', 'c']) store.consume(organization, 'e', 10, 10);
     now += 1_000;
-    store.consume('b', 'e', 10, 1);
-    store.consume('c', 'e', 10, 1);
-    store.consume('d', 'e', 10, 1);
+    store.consume('d', 'e', 10, 10);
     expect(store.stats()).toEqual({ buckets: 3, dropped: 0, evicted: 1 });
-    // 'a' was evicted: its organization starts over with a full bucket, which is why evictions are counted.
-    expect(store.peek('a', 'e', 10, 10)).toBe(0);
-    expect(store.peek('b', 'e', 10, 10)).toBeLessThan(0);
+    // The evicted organization starts over with a full bucket, which is why evictions are counted.
+    const full = ['a', 'b', 'c'].filter((organization) => store.peek(organization, 'e', 10, 10) === 0);
+    expect(full).toHaveLength(1);
   });
 
   it('stays within maxBuckets under a flood of new organizations', () => {
