@@ -316,10 +316,12 @@ class TokenBucketLimiter implements Limiter {
       return Promise.reject(error);
     }
     let answer: Outcome | Promise<Outcome>;
+    // Taken before the call so the store can drop it, unsent, once the limiter has answered it by policy.
+    const deadline = this.store.capabilities.synchronous ? undefined : this.deadlines.deadlineFromNow();
     try {
       answer =
         operation === 'consume'
-          ? this.store.consume(request.organization, rule.key, limit, cost)
+          ? this.store.consume(request.organization, rule.key, limit, cost, deadline)
           : this.store.peek(request.organization, rule.key, limit, cost);
     } catch (error) {
       return this.onStoreFailure(this.asStoreError(error), request, rule, limit, cost, operation);
@@ -327,7 +329,7 @@ class TokenBucketLimiter implements Limiter {
     if (typeof answer === 'number') {
       return Promise.resolve(this.report(decide(answer, rule, limit, cost, 'store'), request));
     }
-    return this.settle(answer, request, rule, limit, cost, operation);
+    return this.settle(answer, request, rule, limit, cost, operation, deadline ?? this.deadlines.deadlineFromNow());
   }
 
   /** Waits for an asynchronous store answer within the budget, else applies the failure policy. */
@@ -338,10 +340,11 @@ class TokenBucketLimiter implements Limiter {
     limit: number,
     cost: number,
     operation: Operation,
+    deadline: number,
   ): Promise<Decision> {
     return new Promise<Decision>((resolve, reject) => {
       const call: PendingCall = {
-        deadline: this.deadlines.deadlineFromNow(),
+        deadline,
         open: true,
         expire: () => {
           const error = new RateLimitError(

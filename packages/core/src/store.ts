@@ -30,8 +30,18 @@ export interface StoreCapabilities {
 export interface Store {
   /** Declared abilities of this store. */
   readonly capabilities: StoreCapabilities;
-  /** Takes `cost` tokens from the bucket if it holds them, atomically; the outcome says which happened. */
-  consume(organization: string, endpoint: string, limit: number, cost: number): Outcome | Promise<Outcome>;
+  /**
+   * Takes `cost` tokens from the bucket if it holds them, atomically; the outcome says which happened. `deadline`, a
+   * `performance.now()` instant, is when the caller stops waiting: a store that queues calls may reject one still
+   * unsent by then rather than charge a bucket for an answer nobody will read.
+   */
+  consume(
+    organization: string,
+    endpoint: string,
+    limit: number,
+    cost: number,
+    deadline?: number,
+  ): Outcome | Promise<Outcome>;
   /** The outcome `consume` would give now, charging nothing and writing nothing. */
   peek(organization: string, endpoint: string, limit: number, cost: number): Outcome | Promise<Outcome>;
   /** Several charges in one go, outcomes in the same order; each bucket atomic, the batch not all-or-nothing. */

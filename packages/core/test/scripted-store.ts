@@ -13,6 +13,8 @@ export class ScriptedStore implements Store {
   calls = 0;
   now = 1_700_000_000_000;
   closed = false;
+  /** The deadline the limiter passed with the last consume. */
+  lastDeadline: number | undefined;
   private readonly buckets = new Map<string, { units: number; at: number; limit: number }>();
 
   private answer<T>(work: () => T): Promise<T> {
@@ -29,7 +31,8 @@ export class ScriptedStore implements Store {
       : unitsAt(bucket.units, bucket.at, bucket.limit, this.now, limit);
   }
 
-  consume(organization: string, endpoint: string, limit: number, cost: number): Promise<Outcome> {
+  consume(organization: string, endpoint: string, limit: number, cost: number, deadline?: number): Promise<Outcome> {
+    this.lastDeadline = deadline;
     return this.answer(() => {
       const key = `${organization}\u0000${endpoint}`;
       const outcome = take(this.held(key, limit), cost);
