@@ -6,6 +6,8 @@ export class CallBatch {
   readonly slots: number[] = [];
   readonly limits: number[] = [];
   readonly costs: number[] = [];
+  /** performance.now() instants after which nobody waits for the answer (Infinity: someone always does). */
+  readonly deadlines: number[] = [];
   readonly resolves: ((outcome: Outcome) => void)[] = [];
   readonly rejects: ((error: unknown) => void)[] = [];
 
@@ -13,11 +15,12 @@ export class CallBatch {
     return this.keys.length;
   }
 
-  add(key: string, slot: number, limit: number, cost: number): Promise<Outcome> {
+  add(key: string, slot: number, limit: number, cost: number, deadline: number): Promise<Outcome> {
     this.keys.push(key);
     this.slots.push(slot);
     this.limits.push(limit);
     this.costs.push(cost);
+    this.deadlines.push(deadline);
     return new Promise<Outcome>((resolve, reject) => {
       this.resolves.push(resolve);
       this.rejects.push(reject);
@@ -30,6 +33,7 @@ export class CallBatch {
     this.slots.push(other.slots[i] as number);
     this.limits.push(other.limits[i] as number);
     this.costs.push(other.costs[i] as number);
+    this.deadlines.push(other.deadlines[i] as number);
     this.resolves.push(other.resolves[i] as (outcome: Outcome) => void);
     this.rejects.push(other.rejects[i] as (error: unknown) => void);
   }
@@ -37,7 +41,23 @@ export class CallBatch {
   rejectAll(error: unknown, from: number, to: number): void {
     for (let i = from; i < to; i++) (this.rejects[i] as (error: unknown) => void)(error);
   }
+
+  /** Index of the first call whose deadline is not after `now`, or -1. */
+  firstExpired(now: number): number {
+    const deadlines = this.deadlines;
+    for (let i = 0; i < deadlines.length; i++) if ((deadlines[i] as number) <= now) return i;
+    return -1;
+  }
 }
+
+/** Called with how many queued calls passed their deadline unsent; returns the error they are rejected with. */
+export type ExpireCalls = (count: number) => unknown;
+
+/** The fewest calls in each half of a flush split across two free in-flight slots. */
+const MIN_HALF = 64;
+
+/** Below this many queued calls the queue is searched for expired calls only when it is flushed. */
+const PRUNE_FLOOR = 1_024;
 
 /**
  * Sends calls `from` (inclusive) to `to` (exclusive) of a batch as one script call and settles them; the promise
@@ -54,6 +74,15 @@ export type SendCalls = (batch: CallBatch, from: number, to: number) => Promise<
  *   comes back. An idle store sends a lone call at once; a busy one sends what arrived during a round trip as one
  *   script call, so batches grow with load by themselves (without the bound, each reply would release a few calls
  *   that would leave as a batch of their own, and batches would stay small).
+ * - A flush of at least 2 × MIN_HALF calls (and at most one script call's worth) that finds both in-flight slots free
+ *   leaves as two script calls of half each, in two flights. Otherwise a reply that settles every call in flight makes
+ *   the whole next batch in one go, and this process and Redis take turns, each idle while the other works; with
+ *   two halves Redis runs the second while this process settles the first and sends what its callers ask next.
+ *
+ * - A call whose caller stopped waiting while it was queued (its deadline passed: the limiter answered it by policy)
+ *   is dropped, not sent: it would charge a bucket for an answer nobody reads. While Redis hangs, flushes stay
+ *   outstanding and the queue grows, so it is also pruned whenever it has doubled since it was last pruned: it holds
+ *   about one budget's worth of calls, however long the hang lasts.
  *
  * Standalone, a flush is one script call per `maxPerCall` calls. In a cluster, keys of different slots cannot share a
  * script call, so calls are grouped by slot first: one script call per slot, which the cluster client routes (and
@@ -63,18 +92,44 @@ export class AutoBatcher {
   private batch = new CallBatch();
   private scheduled = false;
   private inFlight = 0;
+  private pruneAt = PRUNE_FLOOR;
 
   constructor(
     private readonly send: SendCalls,
     private readonly bySlot: boolean,
     private readonly maxPerCall: number,
     private readonly maxInFlight: number,
+    private readonly expire: ExpireCalls,
   ) {}
 
-  add(key: string, slot: number, limit: number, cost: number): Promise<Outcome> {
-    const promise = this.batch.add(key, slot, limit, cost);
+  /** Calls waiting to be sent. */
+  get queued(): number {
+    return this.batch.length;
+  }
+
+  add(key: string, slot: number, limit: number, cost: number, deadline: number): Promise<Outcome> {
+    const promise = this.batch.add(key, slot, limit, cost, deadline);
+    if (this.batch.length >= this.pruneAt) {
+      this.batch = this.withoutExpired(this.batch);
+      this.pruneAt = Math.max(PRUNE_FLOOR, 2 * this.batch.length);
+    }
     this.schedule();
     return promise;
+  }
+
+  /** The batch less the calls past their deadline, which are rejected. */
+  private withoutExpired(batch: CallBatch): CallBatch {
+    const now = performance.now();
+    const first = batch.firstExpired(now);
+    if (first === -1) return batch;
+    const kept = new CallBatch();
+    const expired = new CallBatch();
+    for (let i = 0; i < batch.length; i++) {
+      if (i >= first && (batch.deadlines[i] as number) <= now) expired.takeFrom(batch, i);
+      else kept.takeFrom(batch, i);
+    }
+    expired.rejectAll(this.expire(expired.length), 0, expired.length);
+    return kept;
   }
 
   private schedule(): void {
@@ -85,13 +140,33 @@ export class AutoBatcher {
 
   private readonly flush = (): void => {
     this.scheduled = false;
-    const batch = this.batch;
-    if (batch.length === 0) return;
+    if (this.batch.length === 0) return;
+    const batch = this.withoutExpired(this.batch);
     this.batch = new CallBatch();
+    this.pruneAt = PRUNE_FLOOR;
+    // Every queued call may have expired while flushes were held back.
+    if (batch.length === 0) return;
+    if (
+      !this.bySlot &&
+      this.maxInFlight - this.inFlight >= 2 &&
+      batch.length >= 2 * MIN_HALF &&
+      batch.length <= this.maxPerCall
+    ) {
+      // Two flights, so that this process and Redis work at once (see the class comment).
+      const half = batch.length >>> 1;
+      this.launch(batch, 0, half);
+      this.launch(batch, half, batch.length);
+      return;
+    }
     this.inFlight++;
     // Either way: a flush that never counted as done would hold every later call back.
     this.sendGrouped(batch).then(this.flushed, this.flushed);
   };
+
+  private launch(batch: CallBatch, from: number, to: number): void {
+    this.inFlight++;
+    this.send(batch, from, to).then(this.flushed, this.flushed);
+  }
 
   private readonly flushed = (): void => {
     this.inFlight--;

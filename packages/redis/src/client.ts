@@ -9,10 +9,11 @@ export interface RedisClient {
   readonly status: string;
   /** True for a Redis Cluster client: a batch is then split by hash slot. */
   readonly isCluster?: boolean;
-  /** Runs a script Redis already holds, by SHA1. */
-  evalsha(sha: string, numKeys: number, ...keysAndArgs: (string | number)[]): Promise<unknown>;
-  /** Runs (and so loads) a script by its text. */
-  eval(script: string, numKeys: number, ...keysAndArgs: (string | number)[]): Promise<unknown>;
+  /**
+   * Sends one command (here EVALSHA or EVAL) with the arguments as they are, Buffers as bytes, and answers with the
+   * reply, bulk strings as Buffers: the consume script speaks packed bytes, which UTF-8 decoding would garble.
+   */
+  callBuffer(command: string, args: (string | number | Buffer)[]): Promise<unknown>;
   /** Starts connecting a client made with `lazyConnect` (status 'wait'); the store calls it once. */
   connect?(): Promise<unknown>;
 }
@@ -30,12 +31,12 @@ export function runScript(
   client: RedisClient,
   script: LuaScript,
   numKeys: number,
-  keysAndArgs: (string | number)[],
+  keysAndArgs: (string | number | Buffer)[],
   onReload: () => void,
 ): Promise<unknown> {
-  return client.evalsha(script.sha, numKeys, ...keysAndArgs).then(undefined, (error: unknown) => {
+  return client.callBuffer('evalsha', [script.sha, numKeys, ...keysAndArgs]).then(undefined, (error: unknown) => {
     if (!isNoScript(error)) throw error;
     onReload();
-    return client.eval(script.text, numKeys, ...keysAndArgs);
+    return client.callBuffer('eval', [script.text, numKeys, ...keysAndArgs]);
   });
 }

@@ -45,11 +45,24 @@ export interface RedisStoreStats {
   scriptReloads: number;
   /** Calls refused at once because the client was not ready (connecting, reconnecting, closed). */
   unavailable: number;
+  /**
+   * Calls dropped unsent because their caller had stopped waiting: queued behind a slow or hung Redis past the
+   * limiter's budget, they were answered by its policy, and sending them would have charged buckets for nothing.
+   */
+  expired: number;
+  /** Calls waiting to be sent now. */
+  queued: number;
 }
 
 /** A Store on Redis, with counters. */
 export interface RedisStore extends Store {
-  consume(organization: string, endpoint: string, limit: number, cost: number): Outcome | Promise<Outcome>;
+  consume(
+    organization: string,
+    endpoint: string,
+    limit: number,
+    cost: number,
+    deadline?: number,
+  ): Outcome | Promise<Outcome>;
   peek(organization: string, endpoint: string, limit: number, cost: number): Promise<Outcome>;
   consumeBatch(calls: readonly BucketCall[]): Promise<Outcome[]>;
   reset(organization: string, endpoint: string): Promise<void>;
@@ -100,6 +113,12 @@ class RedisBucketStore implements RedisStore {
   private largestBatch = 0;
   private scriptReloads = 0;
   private unavailable = 0;
+  private expired = 0;
+  /** One error for every expired call: nobody reads it (the caller has stopped waiting), so it needs no stack each. */
+  private readonly expiredError = new RateLimitError(
+    'store_timeout',
+    'ratecard: the call waited to be sent to Redis past its deadline',
+  );
 
   constructor(options: RedisStoreOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -109,8 +128,7 @@ class RedisBucketStore implements RedisStore {
     if (
       typeof client !== 'object' ||
       client === null ||
-      typeof client.evalsha !== 'function' ||
-      typeof client.eval !== 'function' ||
+      typeof client.callBuffer !== 'function' ||
       typeof client.status !== 'string'
     ) {
       throw invalid(`client must be an ioredis Redis or Cluster client, got ${describeValue(client)}`);
@@ -147,10 +165,17 @@ class RedisBucketStore implements RedisStore {
       this.cluster,
       MAX_PER_SCRIPT_CALL,
       this.cluster ? Number.POSITIVE_INFINITY : MAX_FLUSHES_IN_FLIGHT,
+      this.onExpired,
     );
   }
 
-  consume(organization: string, endpoint: string, limit: number, cost: number): Outcome | Promise<Outcome> {
+  consume(
+    organization: string,
+    endpoint: string,
+    limit: number,
+    cost: number,
+    deadline = Number.POSITIVE_INFINITY,
+  ): Outcome | Promise<Outcome> {
     if (this.closed) return Promise.reject(this.closedError());
     const tag = this.keys.tag(organization);
     const key = this.keys.key(tag, endpoint);
@@ -160,7 +185,7 @@ class RedisBucketStore implements RedisStore {
     }
     if (this.client.status !== 'ready') return Promise.reject(this.notReady());
     const slot = this.cluster ? (tag.length > 0 ? slotOfTag(tag) : slotOfKey(key)) : 0;
-    return this.batcher.add(key, slot, limit, cost);
+    return this.batcher.add(key, slot, limit, cost, deadline);
   }
 
   async peek(organization: string, endpoint: string, limit: number, cost: number): Promise<Outcome> {
@@ -199,6 +224,8 @@ class RedisBucketStore implements RedisStore {
       denyCacheSize: this.denies.size,
       scriptReloads: this.scriptReloads,
       unavailable: this.unavailable,
+      expired: this.expired,
+      queued: this.batcher.queued,
     };
   }
 
@@ -219,6 +246,11 @@ class RedisBucketStore implements RedisStore {
     this.scriptReloads++;
   };
 
+  private readonly onExpired = (count: number): RateLimitError => {
+    this.expired += count;
+    return this.expiredError;
+  };
+
   /** Sends calls `from`..`to` of a batch as one consume script call and settles each from the reply. */
   private readonly sendConsume = (batch: CallBatch, from: number, to: number): Promise<void> => {
     // The status may have changed since the calls were queued; a command sent now would wait in the offline queue.
@@ -234,13 +266,30 @@ class RedisBucketStore implements RedisStore {
       return Promise.resolve();
     }
     const n = to - from;
-    const args: (string | number)[] = new Array(3 * n + 1);
-    args[n] = now ?? '';
+    const keys = batch.keys;
+    const limits = batch.limits;
+    const costs = batch.costs;
+    const args: (string | Buffer)[] = new Array(n + 3);
+    let uniform = true;
     for (let i = 0; i < n; i++) {
-      args[i] = batch.keys[from + i] as string;
-      args[n + 1 + 2 * i] = batch.limits[from + i] as number;
-      args[n + 2 + 2 * i] = batch.costs[from + i] as number;
+      args[i] = keys[from + i] as string;
+      if (limits[from + i] !== limits[from] || costs[from + i] !== costs[from]) uniform = false;
     }
+    // The script's ARGV: see scripts/consume.ts. One (limit, cost) pair when the whole batch shares it, as a batch
+    // from one plan and endpoint does, else one per call.
+    const numbers = Buffer.allocUnsafe(uniform ? 16 : 16 * n);
+    if (uniform) {
+      numbers.writeDoubleLE(limits[from] as number, 0);
+      numbers.writeDoubleLE(costs[from] as number, 8);
+    } else {
+      for (let i = 0; i < n; i++) {
+        numbers.writeDoubleLE(limits[from + i] as number, 16 * i);
+        numbers.writeDoubleLE(costs[from + i] as number, 16 * i + 8);
+      }
+    }
+    args[n] = now === undefined ? '' : String(now);
+    args[n + 1] = numbers;
+    args[n + 2] = n > 1 && hasRepeats(keys, from, to) ? '1' : '';
     this.sent += n;
     this.batches++;
     if (n > this.largestBatch) this.largestBatch = n;
@@ -260,26 +309,31 @@ class RedisBucketStore implements RedisStore {
     sentAt: number,
   ): void {
     const n = to - from;
-    if (!Array.isArray(reply) || reply.length < n) {
+    // n outcomes, then a flag per limited one, each a little-endian double (see scripts/consume.ts).
+    if (!Buffer.isBuffer(reply) || reply.length < 8 * n || reply.length % 8 !== 0) {
       batch.rejectAll(failure(new Error(`unexpected consume reply ${describeValue(reply)}`)), from, to);
       return;
     }
     const receivedAt = performance.now();
-    let flag = n;
+    let flag = 8 * n;
     for (let i = 0; i < n; i++) {
       const j = from + i;
-      const outcome = reply[i] as number;
+      const outcome = reply.readDoubleLE(8 * i);
       const key = batch.keys[j] as string;
       if (outcome >= 0) {
         this.denies.forget(key);
-      } else if (reply[flag++] === 1) {
-        const limit = batch.limits[j] as number;
-        const cost = batch.costs[j] as number;
-        const wait = msUntilAvailable(outcome, limit, cost);
-        // Client clock: exact in that clock. Redis clock: the script ran after `sentAt` and before `receivedAt`, so
-        // `sentAt + wait` is never later than the exact instant, and units counted from `receivedAt` never more.
-        if (now !== undefined) this.denies.remember(key, limit, cost, -1 - outcome, now, now + wait);
-        else this.denies.remember(key, limit, cost, -1 - outcome, receivedAt, sentAt + wait);
+      } else {
+        const steady = flag < reply.length && reply.readDoubleLE(flag) === 1;
+        flag += 8;
+        if (steady) {
+          const limit = batch.limits[j] as number;
+          const cost = batch.costs[j] as number;
+          const wait = msUntilAvailable(outcome, limit, cost);
+          // Client clock: exact in that clock. Redis clock: the script ran after `sentAt` and before `receivedAt`,
+          // so `sentAt + wait` is never later than the exact instant, and units counted from `receivedAt` never more.
+          if (now !== undefined) this.denies.remember(key, limit, cost, -1 - outcome, now, now + wait);
+          else this.denies.remember(key, limit, cost, -1 - outcome, receivedAt, sentAt + wait);
+        }
       }
       (batch.resolves[j] as (outcome: Outcome) => void)(outcome);
     }
@@ -321,6 +375,17 @@ class RedisBucketStore implements RedisStore {
   private closedError(): RateLimitError {
     return new RateLimitError('store_closed', 'ratecard: this Redis store is closed');
   }
+}
+
+/** Whether a key appears more than once among `keys[from..to)`: the script then tracks what it wrote. */
+function hasRepeats(keys: readonly string[], from: number, to: number): boolean {
+  const seen = new Set<string>();
+  for (let i = from; i < to; i++) {
+    const key = keys[i] as string;
+    if (seen.has(key)) return true;
+    seen.add(key);
+  }
+  return false;
 }
 
 /**

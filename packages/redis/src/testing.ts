@@ -358,6 +358,16 @@ export async function startRedisCluster(options: StartRedisClusterOptions = {}):
           return false;
         }
       }
+      // The state is ok as soon as the masters cover every slot; replicas attach (and sync) a moment later, and
+      // every node must have heard of it.
+      for (const server of servers.slice(masters)) {
+        const replication = await redisCommand(server, ['INFO', 'replication']);
+        if (!replication.includes('role:slave') || !replication.includes('master_link_status:up')) return false;
+      }
+      for (const server of servers) {
+        const nodes = await redisCommand(server, ['CLUSTER', 'NODES']);
+        if ((nodes.match(/ (?:myself,)?slave /g) ?? []).length !== masters * replicas) return false;
+      }
       return true;
     });
   } catch (error) {

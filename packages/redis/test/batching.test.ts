@@ -21,6 +21,14 @@ describe.skipIf(REDIS_URL === null)('auto-batching on a standalone server', () =
     expect(store.stats()).toMatchObject({ sent: 100, batches: 1, largestBatch: 100 });
   });
 
+  it('sends a tick of 128 to 256 calls as two halves, so Redis runs one while the other is settled', async () => {
+    const store = redisStore({ client });
+    const orgs = Array.from({ length: 200 }, (_, i) => `${uniqueOrg('halves')}-${i}`);
+    const outcomes = await Promise.all(orgs.map((org) => store.consume(org, 'e', 10, 1)));
+    expect(store.stats()).toMatchObject({ sent: 200, batches: 2, largestBatch: 100 });
+    expect(outcomes).toEqual(orgs.map(() => 9 * U));
+  });
+
   it('sends a lone call on the next tick, without waiting for a timer', async () => {
     const store = redisStore({ client });
     const answer = store.consume(uniqueOrg('lone'), 'e', 10, 1);
@@ -69,6 +77,20 @@ describe.skipIf(REDIS_URL === null)('auto-batching on a standalone server', () =
     const org = uniqueOrg('repeat');
     const outcomes = await Promise.all([3, 4, 5, 2, 1].map((cost) => store.consume(org, 'e', 10, cost)));
     expect(outcomes).toEqual([7 * U, 3 * U, -1 - 3 * U, U, 0]);
+    expect(store.stats().batches).toBe(1);
+  });
+
+  it('charges each call of a batch at its own limit and cost', async () => {
+    const store = redisStore({ client, clock: 'client', now: () => T0 });
+    const org = uniqueOrg('mixed');
+    const calls: [string, number, number][] = [
+      [`${org}-a`, 10, 3],
+      [`${org}-b`, 100_000, 5],
+      [`${org}-a`, 10, 8],
+      [`${org}-c`, 20, 20],
+    ];
+    const outcomes = await Promise.all(calls.map(([o, limit, cost]) => store.consume(o, 'e', limit, cost)));
+    expect(outcomes).toEqual([7 * U, 99_995 * U, -1 - 7 * U, 0]);
     expect(store.stats().batches).toBe(1);
   });
 

@@ -146,6 +146,71 @@ describe.skipIf(!canSpawn)('when Redis fails', () => {
     expect(hung.filter((call) => call.decision?.source !== 'fallback').slice(0, 5)).toEqual([]);
   });
 
+  it('charges nothing for calls the policy answered while they waited, unsent, behind a hung Redis', async () => {
+    const client = quiet(new Redis(server.url));
+    await ready(client);
+    const store = redisStore({ client });
+    const limiter = createLimiter({ store, onStoreError: 'deny' });
+    // 60 per minute: a token a second, so the second or so this takes refills at most two.
+    const request = {
+      organization: uniqueOrg('hung'),
+      endpoint: 'POST /browsers',
+      plan: 'developer',
+      override: 60,
+    } as const;
+    const pid = server.pid as number;
+    process.kill(pid, 'SIGSTOP');
+    let decisions: Decision[];
+    try {
+      // One call per tick: the first two leave as the two flushes a standalone store keeps outstanding, and are lost
+      // in the hang; the other 40 wait in the store's queue.
+      const pending: Promise<Decision>[] = [];
+      for (let i = 0; i < 42; i++) {
+        pending.push(limiter.consume(request));
+        await new Promise((resolve) => process.nextTick(resolve));
+      }
+      decisions = await Promise.all(pending);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    expect(new Set(decisions.map((decision) => decision.source))).toEqual(new Set(['fail-closed']));
+    // Once Redis runs again the two flushes land; the 40 queued calls, long answered by the policy, must not follow.
+    await until('the outstanding flushes to return', () => store.stats().sent >= 2);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const held = -1 - (await store.peek(request.organization, request.endpoint, 60, 60));
+    expect(Math.floor(held / 60_000)).toBeGreaterThanOrEqual(58);
+    expect(store.stats()).toMatchObject({ sent: 2, expired: 40 });
+    client.disconnect();
+  });
+
+  it('keeps its queue to about one budget of calls during a long hang, however many calls arrive', async () => {
+    const client = quiet(new Redis(server.url));
+    await ready(client);
+    const store = redisStore({ client });
+    const limiter = createLimiter({ store, onStoreError: 'fallback' });
+    const request = { organization: uniqueOrg('flood'), endpoint: 'POST /browsers', plan: 'enterprise' } as const;
+    const pid = server.pid as number;
+    process.kill(pid, 'SIGSTOP');
+    let queued: number;
+    const pending: Promise<Decision>[] = [];
+    try {
+      // 100 calls every 10 ms for a second: 10 000 calls, about 1 000 per 100 ms budget.
+      for (let tick = 0; tick < 100; tick++) {
+        for (let i = 0; i < 100; i++) pending.push(limiter.consume(request));
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      queued = store.stats().queued;
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    await Promise.all(pending);
+    if (process.env.RATECARD_REPORT === '1') console.log(`queued at the end of the hang: ${queued}`, store.stats());
+    expect(queued).toBeLessThanOrEqual(4_096);
+    expect(store.stats().expired).toBeGreaterThan(5_000);
+    client.disconnect();
+  });
+
   it('answers by policy within the budget before a new client connects, then from Redis', async () => {
     const client = quiet(new Redis(server.url));
     const limiter = createLimiter({ store: redisStore({ client }) });

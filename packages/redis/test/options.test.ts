@@ -4,8 +4,7 @@ import { type RedisClient, type RedisStoreOptions, redisStore } from '../src/ind
 
 const client: RedisClient = {
   status: 'ready',
-  evalsha: () => Promise.resolve([]),
-  eval: () => Promise.resolve([]),
+  callBuffer: () => Promise.resolve([]),
 };
 
 function refusal(options: unknown): RateLimitError {
@@ -23,7 +22,7 @@ describe('redisStore options', () => {
     expect(refusal(undefined).message).toBe('ratecard: redisStore needs an options object, got undefined');
   });
 
-  it('needs a client with status, evalsha and eval', () => {
+  it('needs a client with status and callBuffer', () => {
     const error = refusal({ client: { status: 'ready' } });
     expect(error.code).toBe('invalid_option');
     expect(error.message).toBe('ratecard: client must be an ioredis Redis or Cluster client, got an object');

@@ -115,6 +115,7 @@ export function sendRaw(
   method: string,
   path: string,
   headers: Record<string, string | string[]>,
+  body?: string,
 ): Promise<{ status: number; headers: IncomingMessage['headers']; text: string }> {
   return new Promise((resolve, reject) => {
     const request = httpRequest({ host: '127.0.0.1', port, method, path, headers }, (response) => {
@@ -130,6 +131,6 @@ export function sendRaw(
       response.on('error', reject);
     });
     request.on('error', reject);
-    request.end();
+    request.end(body);
   });
 }

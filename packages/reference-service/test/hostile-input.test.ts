@@ -1,5 +1,6 @@
 import { memoryStore } from '@ratecard/memory';
 import { afterEach, beforeEach, expect, it } from 'vitest';
+import { MAX_BODY_BYTES } from '../src/body.js';
 import { type RunningService, send, sendRaw, startService, testKeys } from './helpers.js';
 
 let service: RunningService;
@@ -104,6 +105,75 @@ it('answers 401 to tokens that cannot be tokens: 8 KiB, non-ASCII, with spaces o
     expect(answer.headers['content-type']).toBe('application/json');
     expect(JSON.parse(answer.text)).toMatchObject({ code: 'unauthorized' });
   }
+});
+
+/** Every route that changes state, with a body each would accept from a valid key. */
+const MUTATIONS = [
+  ['POST', '/browsers', {}],
+  ['POST', '/invocations', {}],
+  ['POST', '/browser-pools', { name: 'fresh', size: 2 }],
+  ['PUT', '/browser-pools/keep', { size: 9 }],
+  ['POST', '/browser_pools/keep/acquire', {}],
+  ['POST', '/browser-pools/keep/release', { browser_id: 'br_x' }],
+  ['POST', '/browser-pools/keep/flush', {}],
+] as const;
+
+it('answers 401 with an Error body to every malformed Authorization on every mutating route, charging nothing', async () => {
+  const headers: Record<string, string | string[]>[] = [
+    {},
+    { authorization: token },
+    { authorization: `Basic ${Buffer.from(`${token}:`).toString('base64')}` },
+    { authorization: 'Bearer ' },
+    { authorization: `Bearer ${'k'.repeat(8 * 1024)}` },
+    { authorization: [`Bearer ${token}`, `Bearer ${token}`] },
+    { authorization: [`Bearer ${token}`, 'Basic eDp5'] },
+  ];
+  const counted = service.decisions.length;
+  for (const [method, path, body] of MUTATIONS) {
+    for (const header of headers) {
+      const answer = await sendRaw(
+        service.port,
+        method,
+        path,
+        {
+          ...header,
+          'content-type': 'application/json',
+          'content-length': String(Buffer.byteLength(JSON.stringify(body))),
+        },
+        JSON.stringify(body),
+      );
+      const label = `${method} ${path} ${JSON.stringify(header).slice(0, 80)}`;
+      expect(answer.status, label).toBe(401);
+      expect(answer.headers['content-type'], label).toBe('application/json');
+      expect(JSON.parse(answer.text), label).toMatchObject({ code: 'unauthorized' });
+    }
+  }
+  // Refused before the limiter: no bucket was asked, let alone charged.
+  expect(service.decisions.length).toBe(counted);
+  expect((await send(service.url, 'GET', '/browser-pools/fresh', { token })).status).toBe(404);
+});
+
+it('answers 400 to malformed JSON and 413 to a body over 1 MiB on every mutating route, changing nothing', async () => {
+  const bodies = [
+    ['{"name": "fresh", ', 400, 'invalid_request'],
+    ['{"size": 9}}', 400, 'invalid_request'],
+    ['\u0000', 400, 'invalid_request'],
+    [' '.repeat(MAX_BODY_BYTES + 1), 413, 'payload_too_large'],
+  ] as const;
+  for (const [method, path] of MUTATIONS) {
+    for (const [raw, status, code] of bodies) {
+      const answer = await send(service.url, method, path, {
+        token,
+        raw,
+        headers: { 'content-type': 'application/json' },
+      });
+      expect(answer.status, `${method} ${path} ${raw.slice(0, 20)}`).toBe(status);
+      expect(answer.headers.get('content-type')).toBe('application/json');
+      expect(answer.json).toMatchObject({ code });
+    }
+  }
+  // The pool (checked after each test) kept its size and its leased browser, and no pool was created.
+  expect((await send(service.url, 'GET', '/browser-pools/fresh', { token })).status).toBe(404);
 });
 
 it('answers 400 to hostile JSON bodies: prototype keys, huge numbers, deep nesting', async () => {

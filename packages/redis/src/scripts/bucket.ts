@@ -6,14 +6,12 @@
 export const BUCKET_LUA = `
 local U = 60000                                   -- UNITS_PER_TOKEN: a bucket of limit C refills C units per ms
 local floor = math.floor
+local sformat = string.format
 local spack, sunpack = struct.pack, struct.unpack  -- not 'unpack': that name is Lua's own
 
--- ceilDiv(a, b) for non-negative integers: the float quotient of two integers below 2^53 floors exactly.
-local function ceilDiv(a, b)
-  local q = floor(a / b)
-  if q * b == a then return q end
-  return q + 1
-end
+-- ceilDiv(a, b) is ceil(a / b), as in core: the quotient of two integers below 2^53 is rounded once, and never
+-- across an integer.
+local ceil = math.ceil
 
 -- unitsAt: what a bucket that held units at updatedAt under storedLimit holds at now, seen with limit.
 local function unitsAt(units, updatedAt, storedLimit, now, limit)
@@ -21,11 +19,12 @@ local function unitsAt(units, updatedAt, storedLimit, now, limit)
   local elapsed = now - updatedAt
   local held = units
   if elapsed > 0 then                             -- a clock gone backwards refills nothing
-    -- Comparing with the ms still needed avoids elapsed * storedLimit, which could pass 2^53.
-    if elapsed >= ceilDiv(storedFull - units, storedLimit) then
+    -- As in core: a product past 2^53 rounds to at least 2^53, above any missing amount, so the test stays exact.
+    local refill = elapsed * storedLimit
+    if refill >= storedFull - units then
       held = storedFull
     else
-      held = units + elapsed * storedLimit
+      held = units + refill
     end
   end
   local full = limit * U
