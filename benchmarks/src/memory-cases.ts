@@ -48,18 +48,24 @@ function requests(organizations: readonly string[], path: MemoryCase['path']): L
   );
 }
 
-function ratecardSync(path: MemoryCase['path'], perCallClock: boolean): MemoryCase {
+/** The limiter on a memory store, called synchronously (`consumeSync`) or awaited (`consume`). */
+function ratecardLimiter(loop: 'sync' | 'await', path: MemoryCase['path'], perCallClock: boolean): MemoryCase {
   return {
     library: 'ratecard',
-    subject: '`limiter.consumeSync(request)` on `memoryStore()`',
-    loop: 'sync',
+    subject:
+      loop === 'sync'
+        ? '`limiter.consumeSync(request)` on `memoryStore()`'
+        : '`await limiter.consume(request)` on `memoryStore()`',
+    loop,
     clock: perCallClock ? CALL_CLOCK : TURN_CLOCK,
     path,
     build(organizations) {
       const store = perCallClock ? memoryStore({ now: () => Date.now() }) : memoryStore();
       const limiter = createLimiter({ store });
       const all = requests(organizations, path);
-      return { sync: (org) => limiter.consumeSync(all[org] as LimitRequest), admitted: allowed };
+      return loop === 'sync'
+        ? { sync: (org) => limiter.consumeSync(all[org] as LimitRequest), admitted: allowed }
+        : { async: (org) => limiter.consume(all[org] as LimitRequest), admitted: allowed };
     },
   };
 }
@@ -80,22 +86,6 @@ const storeAlone: MemoryCase = {
     };
   },
 };
-
-function ratecardAsync(path: MemoryCase['path'], perCallClock: boolean): MemoryCase {
-  return {
-    library: 'ratecard',
-    subject: '`await limiter.consume(request)` on `memoryStore()`',
-    loop: 'await',
-    clock: perCallClock ? CALL_CLOCK : TURN_CLOCK,
-    path,
-    build(organizations) {
-      const store = perCallClock ? memoryStore({ now: () => Date.now() }) : memoryStore();
-      const limiter = createLimiter({ store });
-      const all = requests(organizations, path);
-      return { async: (org) => limiter.consume(all[org] as LimitRequest), admitted: allowed };
-    },
-  };
-}
 
 function flexibleMemory(path: MemoryCase['path']): MemoryCase {
   return {
@@ -152,16 +142,16 @@ const promiseBaseline: MemoryCase = {
 
 /** Every memory case by name; names are stable ids in results. */
 export const MEMORY_CASES: Readonly<Record<string, MemoryCase>> = {
-  'ratecard/consumeSync': ratecardSync('admitted', false),
-  'ratecard/consumeSync/per-call-clock': ratecardSync('admitted', true),
+  'ratecard/consumeSync': ratecardLimiter('sync', 'admitted', false),
+  'ratecard/consumeSync/per-call-clock': ratecardLimiter('sync', 'admitted', true),
   'ratecard/memoryStore.consume': storeAlone,
-  'ratecard/consume': ratecardAsync('admitted', false),
-  'ratecard/consume/per-call-clock': ratecardAsync('admitted', true),
+  'ratecard/consume': ratecardLimiter('await', 'admitted', false),
+  'ratecard/consume/per-call-clock': ratecardLimiter('await', 'admitted', true),
   'rate-limiter-flexible/RateLimiterMemory': flexibleMemory('admitted'),
   'limiter/TokenBucket': tokenBuckets('admitted'),
   'baseline/await': promiseBaseline,
-  'ratecard/consumeSync/denied': ratecardSync('denied', false),
-  'ratecard/consume/denied': ratecardAsync('denied', false),
+  'ratecard/consumeSync/denied': ratecardLimiter('sync', 'denied', false),
+  'ratecard/consume/denied': ratecardLimiter('await', 'denied', false),
   'rate-limiter-flexible/RateLimiterMemory/denied': flexibleMemory('denied'),
   'limiter/TokenBucket/denied': tokenBuckets('denied'),
 };

@@ -342,32 +342,10 @@ class TokenBucketLimiter implements Limiter {
     operation: Operation,
     deadline: number,
   ): Promise<Decision> {
-    return new Promise<Decision>((resolve, reject) => {
-      const call: PendingCall = {
-        deadline,
-        open: true,
-        expire: () => {
-          const error = new RateLimitError(
-            'store_timeout',
-            `ratecard: the store did not answer within ${this.budgetMs} ms`,
-          );
-          this.onStoreFailure(error, request, rule, limit, cost, operation).then(resolve, reject);
-        },
-      };
-      this.deadlines.watch(call);
-      answer.then(
-        (outcome) => {
-          if (!call.open) return;
-          call.open = false;
-          resolve(this.report(decide(outcome, rule, limit, cost, 'store'), request));
-        },
-        (error: unknown) => {
-          if (!call.open) return;
-          call.open = false;
-          this.onStoreFailure(this.asStoreError(error), request, rule, limit, cost, operation).then(resolve, reject);
-        },
-      );
-    });
+    return this.withinBudget(answer, deadline).then(
+      (outcome) => this.report(decide(outcome, rule, limit, cost, 'store'), request),
+      (error: unknown) => this.onStoreFailure(this.asStoreError(error), request, rule, limit, cost, operation),
+    );
   }
 
   private async onStoreFailure(
@@ -405,11 +383,15 @@ class TokenBucketLimiter implements Limiter {
     return new RateLimitError('store_unavailable', `ratecard: the store failed: ${detail}`, { cause: error });
   }
 
-  private withinBudget<T>(work: T | Promise<T>): Promise<T> {
+  /**
+   * The store's answer, or a `store_timeout` rejection once `deadline` passes (or the limiter closes), whichever
+   * comes first. One shared timer watches every pending call (see deadlines.ts).
+   */
+  private withinBudget<T>(work: T | Promise<T>, deadline = this.deadlines.deadlineFromNow()): Promise<T> {
     if (!(work instanceof Promise)) return Promise.resolve(work);
     return new Promise<T>((resolve, reject) => {
       const call: PendingCall = {
-        deadline: this.deadlines.deadlineFromNow(),
+        deadline,
         open: true,
         expire: () =>
           reject(new RateLimitError('store_timeout', `ratecard: the store did not answer within ${this.budgetMs} ms`)),
