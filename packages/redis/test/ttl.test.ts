@@ -64,12 +64,13 @@ describe.skipIf(REDIS_URL === null)('TTLs on a standalone server', () => {
   it('go with a 12-byte value while the limit fits 16 bits, and a 16-byte one above', async () => {
     const store = redisStore({ client, clock: 'client', now: () => T0 });
     const org = uniqueOrg('size');
-    await store.consume(org, 'small', 65_535, 1);
-    await store.consume(org, 'large', 1_000_000_000, 1);
+    // Half of each bucket, so its TTL (the time until full) is 30 s: long enough to read the key back.
+    await store.consume(org, 'small', 65_535, 32_767);
+    await store.consume(org, 'large', 1_000_000_000, 500_000_000);
     expect(await client.strlen(bucketKey(org, 'small'))).toBe(12);
     expect(await client.strlen(bucketKey(org, 'large'))).toBe(16);
-    expect(await store.peek(org, 'small', 65_535, 1)).toBe(65_535 * U - 2 * U);
-    expect(await store.peek(org, 'large', 1_000_000_000, 1)).toBe(1_000_000_000 * U - 2 * U);
+    expect(await store.peek(org, 'small', 65_535, 1)).toBe((65_535 - 32_767 - 1) * U);
+    expect(await store.peek(org, 'large', 1_000_000_000, 1)).toBe((1_000_000_000 - 500_000_000 - 1) * U);
   });
 });
 
