@@ -1,7 +1,7 @@
 import { UNITS_PER_TOKEN as U } from '@ratecard/core';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bucketKey, redisStore } from '../src/index.js';
+import { bucketKey, decodeBucketValue, redisStore } from '../src/index.js';
 import { connectStandalone, REDIS_URL, uniqueOrg } from './support/redis.js';
 
 async function redisTimeMs(client: Redis): Promise<number> {
@@ -22,7 +22,7 @@ describe.skipIf(REDIS_URL === null)('the default clock, Redis TIME', () => {
     await redisStore({ client }).consume(org, 'e', 10, 1);
     const after = await redisTimeMs(client);
     const value = (await client.getBuffer(bucketKey(org, 'e'))) as Buffer;
-    const updatedAt = value.readUIntLE(4, 6);
+    const updatedAt = decodeBucketValue(value, after)?.updatedAt;
     expect(updatedAt).toBeGreaterThanOrEqual(before);
     expect(updatedAt).toBeLessThanOrEqual(after);
   });

@@ -32,17 +32,57 @@ local function unitsAt(units, updatedAt, storedLimit, now, limit)
   return held
 end
 
--- A bucket's value: units, updatedAt (ms) and the limit then in force, little-endian unsigned integers. 12 bytes
--- while the limit fits in 16 bits (units then fit in 32), 16 bytes above that; the length says which.
-local function decode(raw)
-  if #raw == 12 then return sunpack('<I4I6I2', raw) end
-  if #raw == 16 then return sunpack('<I6I6I4', raw) end
-  return nil                                      -- not written by ratecard: read as missing, i.e. full
+-- The compact value, for limits below COMPACT_LIMIT: one integer below 2^53 (so Lua reads it exactly with one
+-- tonumber), written in decimal: ((limit * MISSING_SPAN) + missing units) * TIME_WRAP + updatedAt modulo TIME_WRAP.
+-- Redis keeps such a value as an integer inside the key's object header, the smallest value it stores, and INCRBY
+-- can move it without touching the TTL. Its 14 to 16 digits never match the packed layouts' 12 and 17 bytes.
+local COMPACT_LIMIT = 256                         -- limit: 8 bits
+local MISSING_SPAN = 16777216                     -- 2^24 > 255 * 60 000 missing units
+local TIME_WRAP = 2097152                         -- 2^21 ms, about 35 minutes
+-- A key lives at most STEP + 60 s past its updatedAt, so updatedAt is the instant congruent to the stored time
+-- within TIME_WRAP / 2 of now: exact unless clocks disagree (or step) by more than about 15 minutes.
+local HALF_WRAP = TIME_WRAP / 2
+-- A compact key expires on a multiple of STEP ms at or after the instant its bucket is full again. Charges that
+-- leave that multiple where it was need no new TTL, so they write with INCRBY; a key may outlive its bucket by STEP.
+local STEP = 10000
+
+local function compactValue(limit, missing, updatedAt)
+  return sformat('%d', (limit * MISSING_SPAN + missing) * TIME_WRAP + updatedAt % TIME_WRAP)
+end
+
+-- The instant a compact key expires: full at untilFull, rounded up to a multiple of STEP.
+local function compactExpiry(untilFull)
+  return ceil(untilFull / STEP) * STEP
+end
+
+-- A bucket's value: units, updatedAt (ms) and the limit then in force, plus whether it was the compact form. From
+-- the compact range up, little-endian unsigned integers: 12 bytes while the limit fits in 16 bits (units then fit
+-- in 32), 17 bytes above that. The length says which form a value is.
+local function decode(raw, now)
+  local n = #raw
+  if n >= 14 and n <= 16 then
+    local v = tonumber(raw)
+    if not v then return nil end
+    local wrapped = v % TIME_WRAP                 -- powers of two: every step below is exact
+    local rest = (v - wrapped) / TIME_WRAP
+    local missing = rest % MISSING_SPAN
+    local limit = (rest - missing) / MISSING_SPAN
+    local ahead = (wrapped - now) % TIME_WRAP     -- Lua's % is never negative here
+    if ahead >= HALF_WRAP then ahead = ahead - TIME_WRAP end
+    return limit * U - missing, now + ahead, limit, true
+  end
+  local units, updatedAt, limit
+  if n == 12 then
+    units, updatedAt, limit = sunpack('<I4I6I2', raw)
+  elseif n == 17 then
+    units, updatedAt, limit = sunpack('<I6I6I5', raw)
+  end
+  return units, updatedAt, limit, false           -- any other value was not written by ratecard: missing, i.e. full
 end
 
 local function encode(units, updatedAt, limit)
   if limit < 65536 then return spack('<I4I6I2', units, updatedAt, limit) end
-  return spack('<I6I6I4', units, updatedAt, limit)
+  return spack('<I6I6I5', units, updatedAt, limit)
 end
 
 -- Whole ms: the caller's time (clock 'client'), or Redis TIME (seconds, microseconds) when the argument is ''.

@@ -11,10 +11,12 @@ export const PEEK: LuaScript = luaScript(
 local limit = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])
 local held = limit * U                            -- a missing bucket is a full one
-local units, updatedAt, storedLimit
 local raw = redis.call('GET', KEYS[1])
-if raw then units, updatedAt, storedLimit = decode(raw) end
-if units then held = unitsAt(units, updatedAt, storedLimit, clock(ARGV[1]), limit) end
+if raw then
+  local now = clock(ARGV[1])
+  local units, updatedAt, storedLimit = decode(raw, now)
+  if units then held = unitsAt(units, updatedAt, storedLimit, now, limit) end
+end
 local need = cost * U                             -- take(held, cost), without the write
 if held >= need then return held - need end
 return -1 - held
