@@ -25,4 +25,4 @@ export {
   type StoreErrorPolicy,
 } from './limiter.js';
 export { limitFor, MAX_LIMIT, type OrganizationPlan, PLANS, type Plan } from './plans.js';
-export type { BucketCall, Store, StoreCapabilities } from './store.js';
+export type { BucketCall, OutcomeReceiver, Store, StoreCapabilities } from './store.js';

@@ -3,7 +3,7 @@ import { DeadlineQueue, type PendingCall } from './deadlines.js';
 import { DEFAULT_ENDPOINTS, type EndpointMode, type EndpointRule, EndpointRules } from './endpoints.js';
 import { describeValue, RateLimitError } from './errors.js';
 import { limitFor, type Plan } from './plans.js';
-import type { Store } from './store.js';
+import type { OutcomeReceiver, Store } from './store.js';
 
 /** Who answered a decision. */
 export type DecisionSource =
@@ -318,6 +318,9 @@ class TokenBucketLimiter implements Limiter {
     let answer: Outcome | Promise<Outcome>;
     // Taken before the call so the store can drop it, unsent, once the limiter has answered it by policy.
     const deadline = this.store.capabilities.synchronous ? undefined : this.deadlines.deadlineFromNow();
+    if (deadline !== undefined && operation === 'consume' && this.store.consumeTo !== undefined) {
+      return this.consumeThrough(request, rule, limit, cost, deadline);
+    }
     try {
       answer =
         operation === 'consume'
@@ -330,6 +333,37 @@ class TokenBucketLimiter implements Limiter {
       return Promise.resolve(this.report(decide(answer, rule, limit, cost, 'store'), request));
     }
     return this.settle(answer, request, rule, limit, cost, operation, deadline ?? this.deadlines.deadlineFromNow());
+  }
+
+  /**
+   * An asynchronous consume with one promise: the pending call is at once the store's receiver and the deadline
+   * queue's entry, and whichever of the two reaches it first answers the caller.
+   */
+  private consumeThrough(
+    request: LimitRequest,
+    rule: EndpointRule,
+    limit: number,
+    cost: number,
+    deadline: number,
+  ): Promise<Decision> {
+    return new Promise<Decision>((resolve) => {
+      const call = new PendingConsume(this, request, rule, limit, cost, deadline, resolve);
+      try {
+        (this.store.consumeTo as NonNullable<Store['consumeTo']>)(
+          request.organization,
+          rule.key,
+          limit,
+          cost,
+          deadline,
+          call,
+        );
+      } catch (error) {
+        // The contract says consumeTo never throws; a store that does still gets the failure policy.
+        call.fail(error);
+      }
+      // Only a call still waiting needs its deadline watched: a store may answer at once (a deny cache's hit).
+      if (call.open) this.deadlines.watch(call);
+    });
   }
 
   /** Waits for an asynchronous store answer within the budget, else applies the failure policy. */
@@ -348,7 +382,8 @@ class TokenBucketLimiter implements Limiter {
     );
   }
 
-  private async onStoreFailure(
+  /** The answer when the store failed or ran out of time: the policy's decision, or a rejection under 'throw'. */
+  async onStoreFailure(
     error: RateLimitError,
     request: LimitRequest,
     rule: EndpointRule,
@@ -375,7 +410,7 @@ class TokenBucketLimiter implements Limiter {
   }
 
   /** Every store failure surfaces as a RateLimitError; the original error is its cause. */
-  private asStoreError(error: unknown): RateLimitError {
+  asStoreError(error: unknown): RateLimitError {
     if (error instanceof RateLimitError && (error.code === 'store_timeout' || error.code === 'store_unavailable')) {
       return error;
     }
@@ -393,8 +428,7 @@ class TokenBucketLimiter implements Limiter {
       const call: PendingCall = {
         deadline,
         open: true,
-        expire: () =>
-          reject(new RateLimitError('store_timeout', `ratecard: the store did not answer within ${this.budgetMs} ms`)),
+        expire: () => reject(this.timeoutError()),
       };
       this.deadlines.watch(call);
       work.then(
@@ -412,7 +446,12 @@ class TokenBucketLimiter implements Limiter {
     });
   }
 
-  private report(decision: Decision, request: LimitRequest): Decision {
+  timeoutError(): RateLimitError {
+    return new RateLimitError('store_timeout', `ratecard: the store did not answer within ${this.budgetMs} ms`);
+  }
+
+  /** Hands a decision to the onDecision hook, if any, and returns it. */
+  report(decision: Decision, request: LimitRequest): Decision {
     const hook = this.onDecision;
     if (hook !== undefined) {
       try {
@@ -427,6 +466,47 @@ class TokenBucketLimiter implements Limiter {
       }
     }
     return decision;
+  }
+}
+
+/**
+ * A consume waiting for an asynchronous store that offers consumeTo: the store's receiver and the deadline queue's
+ * entry in one object, so the call costs one promise (the caller's) and no closure per outcome.
+ */
+class PendingConsume implements PendingCall, OutcomeReceiver {
+  open = true;
+
+  constructor(
+    private readonly limiter: TokenBucketLimiter,
+    private readonly request: LimitRequest,
+    private readonly rule: EndpointRule,
+    private readonly limit: number,
+    private readonly cost: number,
+    readonly deadline: number,
+    private readonly resolve: (decision: Decision | Promise<Decision>) => void,
+  ) {}
+
+  settle(outcome: Outcome): void {
+    if (!this.open) return;
+    this.open = false;
+    const decision = decide(outcome, this.rule, this.limit, this.cost, 'store');
+    this.resolve(this.limiter.report(decision, this.request));
+  }
+
+  fail(error: unknown): void {
+    if (!this.open) return;
+    this.open = false;
+    this.answerByPolicy(this.limiter.asStoreError(error));
+  }
+
+  /** Called by the deadline queue, which has already closed the call. */
+  expire(): void {
+    this.answerByPolicy(this.limiter.timeoutError());
+  }
+
+  private answerByPolicy(error: RateLimitError): void {
+    // A promise: the fallback store may be asynchronous, and under 'throw' it rejects, which rejects the caller's.
+    this.resolve(this.limiter.onStoreFailure(error, this.request, this.rule, this.limit, this.cost, 'consume'));
   }
 }
 

@@ -21,6 +21,18 @@ export interface StoreCapabilities {
 }
 
 /**
+ * Takes the outcome of one asynchronous consume. The limiter's pending calls are receivers, so a store that offers
+ * `consumeTo` settles a call without a promise of its own: per call, one promise (the caller's) instead of three,
+ * and one promise job instead of three.
+ */
+export interface OutcomeReceiver {
+  /** The store's answer. */
+  settle(outcome: Outcome): void;
+  /** The store could not answer this call (Redis down, a reply it could not read, its deadline passed unsent). */
+  fail(error: unknown): void;
+}
+
+/**
  * Where buckets live. A store keeps per bucket what docs/algorithm.md describes and moves it with core's bucket
  * arithmetic (or an exact mirror of it); each bucket is updated atomically. Capacity and refill come with every call,
  * so a per-organization plan needs no store setup, and a missing bucket is a full one. Arguments arrive validated by
@@ -42,6 +54,18 @@ export interface Store {
     cost: number,
     deadline?: number,
   ): Outcome | Promise<Outcome>;
+  /**
+   * Optional: `consume`, answering through `receiver` (at once or later) instead of a return value. Exactly one of
+   * the receiver's methods is called, once; this method itself never throws. The limiter uses it when present.
+   */
+  consumeTo?(
+    organization: string,
+    endpoint: string,
+    limit: number,
+    cost: number,
+    deadline: number,
+    receiver: OutcomeReceiver,
+  ): void;
   /** The outcome `consume` would give now, charging nothing and writing nothing. */
   peek(organization: string, endpoint: string, limit: number, cost: number): Outcome | Promise<Outcome>;
   /** Several charges in one go, outcomes in the same order; each bucket atomic, the batch not all-or-nothing. */

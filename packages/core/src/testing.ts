@@ -4,7 +4,7 @@
  */
 import { strict as assert } from 'node:assert';
 import vectorFile from '../vectors/token-bucket.json' with { type: 'json' };
-import { UNITS_PER_TOKEN } from './bucket.js';
+import { type Outcome, UNITS_PER_TOKEN } from './bucket.js';
 import type { Store } from './store.js';
 import type { VectorFile } from './testing/vectors.js';
 
@@ -160,6 +160,43 @@ export function storeContractSuite(name: string, harness: StoreHarness, api: Tes
       assert.equal(await store.consume(org('a'), 'e', big, 1), big - U);
       clock.now += 10 * 365 * 24 * 3_600_000;
       assert.equal(await store.consume(org('a'), 'e', big, big), 0);
+    });
+
+    test('consumeTo, when offered, answers the vectors as consume does, once per call', async (store, clock, org) => {
+      const consumeTo = store.consumeTo?.bind(store);
+      if (consumeTo === undefined) return; // optional: the limiter then uses consume
+      const answers: number[] = [];
+      const through = (organization: string, limit: number, cost: number) =>
+        new Promise<Outcome>((resolve, reject) => {
+          const call = answers.push(0) - 1;
+          consumeTo(organization, 'vector', limit, cost, Number.POSITIVE_INFINITY, {
+            settle: (outcome) => {
+              answers[call] = (answers[call] as number) + 1;
+              resolve(outcome);
+            },
+            fail: (error) => {
+              answers[call] = (answers[call] as number) + 1;
+              reject(error);
+            },
+          });
+        });
+      for (const [index, vector] of TEST_VECTORS.cases.entries()) {
+        const organization = org(`receiver-${index}`);
+        for (const [stepIndex, step] of vector.steps.entries()) {
+          clock.now = step.at;
+          const where = `vector "${vector.name}", step ${stepIndex}, through consumeTo`;
+          if (step.op === 'reset') await store.reset(organization, 'vector');
+          else if (step.op === 'peek')
+            assert.equal(await store.peek(organization, 'vector', step.limit, step.cost), step.outcome, where);
+          else assert.equal(await through(organization, step.limit, step.cost), step.outcome, where);
+        }
+      }
+      // Exactly one answer per call, a late second one included.
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.deepEqual(
+        answers.filter((count) => count !== 1),
+        [],
+      );
     });
 
     test(`reproduces the ${TEST_VECTORS.cases.length} shared test vectors`, async (store, clock, org) => {

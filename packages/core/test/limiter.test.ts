@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLimiter, type Decision, type Limiter, type LimitRequest, RateLimitError } from '../src/index.js';
-import { ScriptedStore } from './scripted-store.js';
+import { ReceivingStore, ScriptedStore } from './scripted-store.js';
 
 const developer: LimitRequest = { organization: 'org_a', endpoint: 'POST /browsers', plan: 'developer' };
 
@@ -10,11 +10,18 @@ afterEach(async () => {
   limiter = undefined;
 });
 
-function make(options: Partial<Parameters<typeof createLimiter>[0]> = {}) {
-  const store = new ScriptedStore();
+function makeWith<S extends ScriptedStore = ScriptedStore>(
+  options: Partial<Parameters<typeof createLimiter>[0]> = {},
+  Kind: new () => S = ScriptedStore as new () => S,
+) {
+  const store = new Kind();
   const fallback = new ScriptedStore();
   limiter = createLimiter({ store, fallback, storeTimeoutMs: 50, ...options });
   return { store, fallback, limiter };
+}
+
+function make(options: Partial<Parameters<typeof createLimiter>[0]> = {}) {
+  return makeWith(options);
 }
 
 async function rejection(promise: Promise<unknown>): Promise<RateLimitError> {
@@ -132,7 +139,12 @@ describe('createLimiter', () => {
   });
 });
 
-describe('failure policy', () => {
+describe.each([
+  ['promises', ScriptedStore],
+  ['a receiver (consumeTo)', ReceivingStore],
+] as const)('failure policy, the store answering with %s', (_, Kind) => {
+  const make = (options: Partial<Parameters<typeof createLimiter>[0]> = {}) => makeWith(options, Kind);
+
   it("'fallback' answers from the fallback store when the store fails", async () => {
     const { store, limiter } = make({ onStoreError: 'fallback' });
     store.behaviour = 'reject';
@@ -219,5 +231,47 @@ describe('failure policy', () => {
     store.behaviour = 'reject';
     expect(await limiter.consume(developer)).toMatchObject({ source: 'fallback', remaining: 9 });
     expect(fallback.calls).toBeGreaterThan(10);
+  });
+});
+
+describe('a store that answers through a receiver', () => {
+  it('is asked through consumeTo, one call per consume, and decides as the promise path does', async () => {
+    const { store, limiter } = makeWith({}, ReceivingStore);
+    const decisions = [];
+    for (let i = 0; i < 11; i++) decisions.push(await limiter.consume(developer));
+    expect(store.receiverCalls).toBe(11);
+    expect(decisions.map((d) => d.remaining)).toEqual([9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0]);
+    expect(decisions[10]).toMatchObject({ allowed: false, retryAfter: 6, source: 'store' });
+  });
+
+  it('answers by the policy when consumeTo throws, against its contract', async () => {
+    const { store, limiter } = makeWith({ onStoreError: 'deny' }, ReceivingStore);
+    store.throwFromConsumeTo = true;
+    expect(await limiter.consume(developer)).toMatchObject({ source: 'fail-closed', allowed: false });
+  });
+
+  it('keeps the policy answer when the store settles after the budget, and counts a late failure nowhere', async () => {
+    const { store, limiter } = makeWith({ onStoreError: 'allow' }, ReceivingStore);
+    store.holdReceivers = true;
+    const seen: Decision[] = [];
+    limiter.consume(developer).then((decision) => seen.push(decision));
+    limiter.consume(developer).then((decision) => seen.push(decision));
+    await new Promise((resolve) => setTimeout(resolve, 80));
+    expect(seen.map((d) => d.source)).toEqual(['fail-open', 'fail-open']);
+    (store.heldReceivers[0] as { settle(outcome: number): void }).settle(0);
+    (store.heldReceivers[1] as { fail(error: unknown): void }).fail(new Error('late'));
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(seen).toHaveLength(2);
+  });
+
+  it('settles a held call with the first of its answers only', async () => {
+    const { store, limiter } = makeWith({}, ReceivingStore);
+    store.holdReceivers = true;
+    const pending = limiter.consume(developer);
+    const receiver = store.heldReceivers[0] as { settle(outcome: number): void; fail(error: unknown): void };
+    receiver.settle(9 * 60_000);
+    receiver.fail(new Error('after the answer'));
+    receiver.settle(0);
+    expect(await pending).toMatchObject({ source: 'store', remaining: 9 });
   });
 });

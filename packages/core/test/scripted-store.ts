@@ -1,4 +1,12 @@
-import { type BucketCall, type Outcome, type Store, take, UNITS_PER_TOKEN, unitsAt } from '../src/index.js';
+import {
+  type BucketCall,
+  type Outcome,
+  type OutcomeReceiver,
+  type Store,
+  take,
+  UNITS_PER_TOKEN,
+  unitsAt,
+} from '../src/index.js';
 
 export type Behaviour = 'answer' | 'reject' | 'hang';
 
@@ -57,5 +65,37 @@ export class ScriptedStore implements Store {
 
   close(): void {
     this.closed = true;
+  }
+}
+
+/**
+ * The same store offering `consumeTo`, the limiter's one-promise path: it answers through the receiver, and can be
+ * told to break the contract by throwing, or to hold receivers for the test to settle by hand.
+ */
+export class ReceivingStore extends ScriptedStore {
+  receiverCalls = 0;
+  throwFromConsumeTo = false;
+  /** When true, receivers are kept in `heldReceivers` instead of being answered. */
+  holdReceivers = false;
+  readonly heldReceivers: OutcomeReceiver[] = [];
+
+  consumeTo(
+    organization: string,
+    endpoint: string,
+    limit: number,
+    cost: number,
+    deadline: number,
+    receiver: OutcomeReceiver,
+  ): void {
+    this.receiverCalls++;
+    if (this.throwFromConsumeTo) throw new Error('consumeTo broke its contract');
+    if (this.holdReceivers) {
+      this.heldReceivers.push(receiver);
+      return;
+    }
+    this.consume(organization, endpoint, limit, cost, deadline).then(
+      (outcome) => receiver.settle(outcome),
+      (error: unknown) => receiver.fail(error),
+    );
   }
 }

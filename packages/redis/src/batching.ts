@@ -1,6 +1,6 @@
-import type { Outcome } from '@ratecard/core';
+import type { OutcomeReceiver } from '@ratecard/core';
 
-/** Consume calls waiting to be sent, in parallel arrays: queuing a call allocates little beyond its promise. */
+/** Consume calls waiting to be sent, in parallel arrays: queuing a call allocates nothing of its own. */
 export class CallBatch {
   readonly keys: string[] = [];
   readonly slots: number[] = [];
@@ -8,38 +8,34 @@ export class CallBatch {
   readonly costs: number[] = [];
   /** performance.now() instants after which nobody waits for the answer (Infinity: someone always does). */
   readonly deadlines: number[] = [];
-  readonly resolves: ((outcome: Outcome) => void)[] = [];
-  readonly rejects: ((error: unknown) => void)[] = [];
+  /** Who is told each call's outcome: the limiter's pending call, or a promise's settle and fail. */
+  readonly receivers: OutcomeReceiver[] = [];
 
   get length(): number {
     return this.keys.length;
   }
 
-  add(key: string, slot: number, limit: number, cost: number, deadline: number): Promise<Outcome> {
+  add(key: string, slot: number, limit: number, cost: number, deadline: number, receiver: OutcomeReceiver): void {
     this.keys.push(key);
     this.slots.push(slot);
     this.limits.push(limit);
     this.costs.push(cost);
     this.deadlines.push(deadline);
-    return new Promise<Outcome>((resolve, reject) => {
-      this.resolves.push(resolve);
-      this.rejects.push(reject);
-    });
+    this.receivers.push(receiver);
   }
 
-  /** Appends call `i` of another batch, promise callbacks included. */
+  /** Appends call `i` of another batch, receiver included. */
   takeFrom(other: CallBatch, i: number): void {
     this.keys.push(other.keys[i] as string);
     this.slots.push(other.slots[i] as number);
     this.limits.push(other.limits[i] as number);
     this.costs.push(other.costs[i] as number);
     this.deadlines.push(other.deadlines[i] as number);
-    this.resolves.push(other.resolves[i] as (outcome: Outcome) => void);
-    this.rejects.push(other.rejects[i] as (error: unknown) => void);
+    this.receivers.push(other.receivers[i] as OutcomeReceiver);
   }
 
   rejectAll(error: unknown, from: number, to: number): void {
-    for (let i = from; i < to; i++) (this.rejects[i] as (error: unknown) => void)(error);
+    for (let i = from; i < to; i++) (this.receivers[i] as OutcomeReceiver).fail(error);
   }
 
   /** Index of the first call whose deadline is not after `now`, or -1. */
@@ -107,14 +103,13 @@ export class AutoBatcher {
     return this.batch.length;
   }
 
-  add(key: string, slot: number, limit: number, cost: number, deadline: number): Promise<Outcome> {
-    const promise = this.batch.add(key, slot, limit, cost, deadline);
+  add(key: string, slot: number, limit: number, cost: number, deadline: number, receiver: OutcomeReceiver): void {
+    this.batch.add(key, slot, limit, cost, deadline, receiver);
     if (this.batch.length >= this.pruneAt) {
       this.batch = this.withoutExpired(this.batch);
       this.pruneAt = Math.max(PRUNE_FLOOR, 2 * this.batch.length);
     }
     this.schedule();
-    return promise;
   }
 
   /** The batch less the calls past their deadline, which are rejected. */

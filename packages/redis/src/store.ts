@@ -3,6 +3,7 @@ import {
   describeValue,
   msUntilAvailable,
   type Outcome,
+  type OutcomeReceiver,
   RateLimitError,
   type Store,
   type StoreCapabilities,
@@ -63,6 +64,14 @@ export interface RedisStore extends Store {
     cost: number,
     deadline?: number,
   ): Outcome | Promise<Outcome>;
+  consumeTo(
+    organization: string,
+    endpoint: string,
+    limit: number,
+    cost: number,
+    deadline: number,
+    receiver: OutcomeReceiver,
+  ): void;
   peek(organization: string, endpoint: string, limit: number, cost: number): Promise<Outcome>;
   consumeBatch(calls: readonly BucketCall[]): Promise<Outcome[]>;
   reset(organization: string, endpoint: string): Promise<void>;
@@ -179,13 +188,39 @@ class RedisBucketStore implements RedisStore {
     if (this.closed) return Promise.reject(this.closedError());
     const tag = this.keys.tag(organization);
     const key = this.keys.key(tag, endpoint);
-    if (this.denies.size !== 0) {
-      const cached = this.denies.answer(key, limit, cost, this.cacheTime());
-      if (cached !== undefined) return cached;
-    }
-    if (this.client.status !== 'ready') return Promise.reject(this.notReady());
+    const cached = this.cachedDenial(key, limit, cost);
+    if (cached !== undefined) return cached;
+    return new Promise<Outcome>((resolve, reject) => {
+      this.send(tag, key, limit, cost, deadline, { settle: resolve, fail: reject });
+    });
+  }
+
+  consumeTo(
+    organization: string,
+    endpoint: string,
+    limit: number,
+    cost: number,
+    deadline: number,
+    receiver: OutcomeReceiver,
+  ): void {
+    if (this.closed) return receiver.fail(this.closedError());
+    const tag = this.keys.tag(organization);
+    const key = this.keys.key(tag, endpoint);
+    const cached = this.cachedDenial(key, limit, cost);
+    if (cached !== undefined) return receiver.settle(cached);
+    this.send(tag, key, limit, cost, deadline, receiver);
+  }
+
+  /** The deny cache's answer, when it has one: an exact denial that costs no Redis call. */
+  private cachedDenial(key: string, limit: number, cost: number): Outcome | undefined {
+    return this.denies.size === 0 ? undefined : this.denies.answer(key, limit, cost, this.cacheTime());
+  }
+
+  /** Queues a call for the next flush, or refuses it at once while the client could only queue it offline. */
+  private send(tag: string, key: string, limit: number, cost: number, deadline: number, to: OutcomeReceiver): void {
+    if (this.client.status !== 'ready') return to.fail(this.notReady());
     const slot = this.cluster ? (tag.length > 0 ? slotOfTag(tag) : slotOfKey(key)) : 0;
-    return this.batcher.add(key, slot, limit, cost, deadline);
+    this.batcher.add(key, slot, limit, cost, deadline, to);
   }
 
   async peek(organization: string, endpoint: string, limit: number, cost: number): Promise<Outcome> {
@@ -335,7 +370,7 @@ class RedisBucketStore implements RedisStore {
           else this.denies.remember(key, limit, cost, -1 - outcome, receivedAt, sentAt + wait);
         }
       }
-      (batch.resolves[j] as (outcome: Outcome) => void)(outcome);
+      (batch.receivers[j] as OutcomeReceiver).settle(outcome);
     }
   }
 
