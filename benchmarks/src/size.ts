@@ -150,7 +150,8 @@ function main(): void {
   say(
     `  assumes: ${endpoints} rate-limited endpoint${endpoints === 1 ? '' : 's'} per organization (--endpoints), every organization active in the last`,
   );
-  say('           minute (a bucket key expires when its bucket is full again, at most 60 s after its last request);');
+  say('           70 s (a bucket key expires at most 70 s after its last request: 60 s to refill, then up to 10 s');
+  say('           more for a compact key, whose expiry waits for a multiple of 10 s; see docs/redis.md);');
   say(
     `           bytes per bucket = the larger of MEMORY USAGE (${standalone.redis.bytesPerKey ?? '–'} B) and used_memory per key (${standalone.redis.usedMemoryPerKey ?? '–'} B) measured`,
   );
