@@ -64,14 +64,8 @@ export interface RedisStore extends Store {
     cost: number,
     deadline?: number,
   ): Outcome | Promise<Outcome>;
-  consumeTo(
-    organization: string,
-    endpoint: string,
-    limit: number,
-    cost: number,
-    deadline: number,
-    receiver: OutcomeReceiver,
-  ): void;
+  /** Always offered: the limiter's one-promise path (see Store.consumeTo). */
+  consumeTo: NonNullable<Store['consumeTo']>;
   peek(organization: string, endpoint: string, limit: number, cost: number): Promise<Outcome>;
   consumeBatch(calls: readonly BucketCall[]): Promise<Outcome[]>;
   reset(organization: string, endpoint: string): Promise<void>;
