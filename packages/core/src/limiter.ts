@@ -78,6 +78,8 @@ export interface Limiter {
   peek(request: LimitRequest): Promise<Decision>;
   /** `consume` without a promise; only for a synchronous store (memory), else it throws `invalid_option`. */
   consumeSync(request: LimitRequest): Decision;
+  /** True when the store is synchronous, so `consumeSync` is available (middleware then decides without a promise). */
+  readonly synchronous: boolean;
   /** Makes the bucket full again. */
   reset(bucket: BucketRef): Promise<void>;
   /** The rule for a method and path, or undefined when the endpoint is unlimited. */
@@ -229,6 +231,10 @@ class TokenBucketLimiter implements Limiter {
     }
     this.budgetMs = budget;
     this.deadlines = new DeadlineQueue(budget);
+  }
+
+  get synchronous(): boolean {
+    return this.store.capabilities.synchronous;
   }
 
   get rules(): readonly EndpointRule[] {

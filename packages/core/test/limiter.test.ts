@@ -1,5 +1,12 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createLimiter, type Decision, type Limiter, type LimitRequest, RateLimitError } from '../src/index.js';
+import {
+  createLimiter,
+  type Decision,
+  type Limiter,
+  type LimitRequest,
+  RateLimitError,
+  UNITS_PER_TOKEN,
+} from '../src/index.js';
 import { ReceivingStore, ScriptedStore } from './scripted-store.js';
 
 const developer: LimitRequest = { organization: 'org_a', endpoint: 'POST /browsers', plan: 'developer' };
@@ -123,6 +130,24 @@ describe('createLimiter', () => {
     await limiter.consume(developer);
     await limiter.consume({ ...developer, endpoint: 'GET /x' });
     expect(seen.map((d) => d.mode)).toEqual(['enforce', 'unlimited']);
+  });
+
+  it('says whether consumeSync is available', async () => {
+    expect(make().limiter.synchronous).toBe(false);
+    const full = 10 * UNITS_PER_TOKEN;
+    const inProcess = createLimiter({
+      store: {
+        capabilities: { shared: false, synchronous: true },
+        consume: (_o, _e, _l, cost) => full - cost * UNITS_PER_TOKEN,
+        peek: () => full,
+        consumeBatch: () => [],
+        reset: () => undefined,
+        close: () => undefined,
+      },
+    });
+    expect(inProcess.synchronous).toBe(true);
+    expect(inProcess.consumeSync(developer).remaining).toBe(9);
+    await inProcess.close();
   });
 
   it('refuses consumeSync on an asynchronous store', () => {

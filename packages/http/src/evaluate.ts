@@ -158,32 +158,58 @@ export function requestPath(target: string): string {
 
 /**
  * The one decision every adapter makes: find the rule for the method and path, identify the sender, consume a token
- * and say what to answer. Rejects only when `identify` throws (that error is the application's); a limiter failure
- * resolves to a 500 verdict carrying the error.
+ * and say what to answer. Never throws: it rejects only when `identify` throws or rejects (that error is the
+ * application's); a limiter failure is a 500 verdict carrying the error.
+ *
+ * The verdict comes back as a plain value when it can: no rule, a synchronous `identify` that names nobody, or a
+ * synchronous store (the memory store), where the limiter's `consumeSync` decides without a promise. Only an
+ * asynchronous `identify` or store makes it a promise, so `await` it, or test for a promise as the node:http and
+ * Express adapters do.
  */
-export async function evaluate<Request>(
+export function evaluate<Request>(
   options: ResolvedOptions<Request>,
   method: string,
   target: string,
   request: Request,
-): Promise<Verdict> {
+): Verdict | Promise<Verdict> {
   const rule = options.limiter.ruleFor(method, requestPath(target));
   if (rule === undefined) return PASS;
-  const identity = await options.identify(request);
-  if (identity === null || identity === undefined) return PASS;
-  let decision: Decision;
+  let identity: ReturnType<Identify<Request>>;
   try {
-    decision = await options.limiter.consume({
-      organization: identity.organization,
-      plan: identity.plan,
-      trial: identity.trial,
-      override: identity.override,
-      endpoint: rule.key,
-    });
+    identity = options.identify(request);
   } catch (error) {
-    return failed(error);
+    return Promise.reject(error);
   }
-  const headers = rateLimitHeaders(decision, options.headers);
+  if (identity instanceof Promise) return identity.then((found) => decideFor(options, rule.key, found));
+  return decideFor(options, rule.key, identity);
+}
+
+function decideFor<Request>(
+  options: ResolvedOptions<Request>,
+  endpoint: string,
+  identity: Identity | null | undefined,
+): Verdict | Promise<Verdict> {
+  if (identity === null || identity === undefined) return PASS;
+  const limiter = options.limiter;
+  const request = {
+    organization: identity.organization,
+    plan: identity.plan,
+    trial: identity.trial,
+    override: identity.override,
+    endpoint,
+  };
+  if (limiter.synchronous === true) {
+    try {
+      return verdictFor(limiter.consumeSync(request), options.headers);
+    } catch (error) {
+      return failed(error);
+    }
+  }
+  return limiter.consume(request).then((decision) => verdictFor(decision, options.headers), failed);
+}
+
+function verdictFor(decision: Decision, options: Readonly<RateLimitHeaderOptions>): Verdict {
+  const headers = rateLimitHeaders(decision, options);
   if (decision.allowed) return { action: 'next', headers, decision };
   headers['content-type'] = 'application/json';
   return { action: 'respond', status: 429, headers, body: DENIED_BODY, decision };

@@ -1,5 +1,12 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { evaluate, logToConsole, type RateLimitOptions, reportError, resolveOptions } from './evaluate.js';
+import {
+  evaluate,
+  logToConsole,
+  type RateLimitOptions,
+  reportError,
+  resolveOptions,
+  type Verdict,
+} from './evaluate.js';
 import { setHeaders, writeVerdict } from './write-node.js';
 
 export type { Identify, Identity, RateLimitOptions } from './evaluate.js';
@@ -14,17 +21,20 @@ export type ExpressRateLimitOptions = RateLimitOptions<Request>;
  */
 export function rateLimit(options: ExpressRateLimitOptions): RequestHandler {
   const settings = resolveOptions(options);
+  const act = (verdict: Verdict, request: Request, response: Response, next: NextFunction): void => {
+    if (verdict.action === 'next') {
+      setHeaders(response, verdict.headers);
+      next();
+      return;
+    }
+    if (verdict.status === 500) reportError(settings, verdict.error, request, logToConsole);
+    writeVerdict(response, verdict);
+  };
   return (request: Request, response: Response, next: NextFunction): void => {
-    evaluate(settings, request.method, request.url, request).then(
-      (verdict) => {
-        if (verdict.action === 'next') {
-          setHeaders(response, verdict.headers);
-          next();
-          return;
-        }
-        if (verdict.status === 500) reportError(settings, verdict.error, request, logToConsole);
-        writeVerdict(response, verdict);
-      },
+    const verdict = evaluate(settings, request.method, request.url, request);
+    if (!(verdict instanceof Promise)) return act(verdict, request, response, next);
+    verdict.then(
+      (settled) => act(settled, request, response, next),
       (error: unknown) => next(error),
     );
   };

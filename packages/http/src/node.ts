@@ -1,6 +1,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describeValue, RateLimitError } from '@ratecard/core';
-import { evaluate, failed, logToConsole, type RateLimitOptions, reportError, resolveOptions } from './evaluate.js';
+import {
+  evaluate,
+  failed,
+  logToConsole,
+  type RateLimitOptions,
+  reportError,
+  resolveOptions,
+  type Verdict,
+} from './evaluate.js';
 import { setHeaders, writeVerdict } from './write-node.js';
 
 export type { Identify, Identity, RateLimitOptions } from './evaluate.js';
@@ -30,21 +38,26 @@ export function withRateLimit(
     );
   }
   const settings = resolveOptions(options);
+  const act = (verdict: Verdict, request: IncomingMessage, response: ServerResponse): void => {
+    if (verdict.action === 'next') {
+      setHeaders(response, verdict.headers);
+      handler(request, response);
+      return;
+    }
+    if (verdict.status === 500) reportError(settings, verdict.error, request, logToConsole);
+    writeVerdict(response, verdict);
+  };
+  const fail = (error: unknown, request: IncomingMessage, response: ServerResponse): void => {
+    reportError(settings, error, request, logToConsole);
+    writeVerdict(response, failed(error));
+  };
   return (request, response) => {
-    evaluate(settings, request.method ?? 'GET', request.url ?? '/', request).then(
-      (verdict) => {
-        if (verdict.action === 'next') {
-          setHeaders(response, verdict.headers);
-          handler(request, response);
-          return;
-        }
-        if (verdict.status === 500) reportError(settings, verdict.error, request, logToConsole);
-        writeVerdict(response, verdict);
-      },
-      (error: unknown) => {
-        reportError(settings, error, request, logToConsole);
-        writeVerdict(response, failed(error));
-      },
+    const verdict = evaluate(settings, request.method ?? 'GET', request.url ?? '/', request);
+    // A memory store decides at once: the handler runs in this same turn, with no promise in between.
+    if (!(verdict instanceof Promise)) return act(verdict, request, response);
+    verdict.then(
+      (settled) => act(settled, request, response),
+      (error: unknown) => fail(error, request, response),
     );
   };
 }

@@ -3,7 +3,7 @@ import { memoryStore } from '@ratecard/memory';
 import { parseList } from 'structured-headers';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RateLimitHeaderOptions } from '../src/headers.js';
-import { brokenStore, rawRequest, type TestClock, testClock } from './support.js';
+import { asynchronous, brokenStore, rawRequest, type TestClock, testClock } from './support.js';
 
 /** What an adapter test starts: an app with the middleware in front of a catch-all handler answering 200 `ok`. */
 export interface AppConfig extends RateLimitHeaderOptions {
@@ -45,7 +45,9 @@ interface Harness {
 
 /** The same behaviour checks, against every adapter over real HTTP. */
 export function adapterSuite(adapter: AdapterUnderTest): void {
-  describe(`${adapter.name} adapter`, () => {
+  // A synchronous store lets the middleware decide without a promise; an asynchronous one (Redis) takes the other
+  // path through every adapter. Both must behave the same.
+  describe.each(['synchronous', 'asynchronous'] as const)(`${adapter.name} adapter, %s store`, (kind) => {
     let running: RunningApp | undefined;
 
     afterEach(async () => {
@@ -63,7 +65,12 @@ export function adapterSuite(adapter: AdapterUnderTest): void {
     ): Promise<Harness> {
       const clock = testClock();
       const limiter = createLimiter({
-        store: options.broken === true ? brokenStore() : memoryStore({ now: clock.now }),
+        store:
+          options.broken === true
+            ? brokenStore()
+            : kind === 'synchronous'
+              ? memoryStore({ now: clock.now })
+              : asynchronous(memoryStore({ now: clock.now })),
         endpoints: options.endpoints,
         onStoreError: options.onStoreError,
       });

@@ -2,6 +2,7 @@ import { createLimiter, RateLimitError } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import { describe, expect, it } from 'vitest';
 import { evaluate, requestPath, resolveOptions } from '../src/evaluate.js';
+import { asynchronous } from './support.js';
 
 describe('requestPath', () => {
   it('leaves an ordinary origin-form target alone', () => {
@@ -103,5 +104,60 @@ describe('evaluate', () => {
       },
     });
     await expect(evaluate(throwing, 'POST', '/browsers', 'x')).rejects.toBe(error);
+  });
+});
+
+const who = { organization: 'org-1', plan: 'developer' } as const;
+
+function settingsWith(store: ReturnType<typeof memoryStore> | ReturnType<typeof asynchronous>, identify = () => who) {
+  return resolveOptions<null>({ limiter: createLimiter({ store }), identify });
+}
+
+describe('evaluate, with a promise only when one is needed', () => {
+  it('decides without a promise on a synchronous store with a synchronous identify', () => {
+    const verdict = evaluate(settingsWith(memoryStore()), 'POST', '/browsers', null);
+    expect(verdict).not.toBeInstanceOf(Promise);
+    expect(verdict).toMatchObject({ action: 'next', headers: { 'X-RateLimit-Remaining': '9' } });
+  });
+
+  it('answers a route without a rule at once, whatever the store', () => {
+    expect(evaluate(settingsWith(asynchronous(memoryStore())), 'GET', '/browsers', null)).toMatchObject({
+      action: 'next',
+      decision: null,
+    });
+  });
+
+  it('gives a promise when the store or identify is asynchronous, with the same verdict', async () => {
+    const viaStore = evaluate(settingsWith(asynchronous(memoryStore())), 'POST', '/browsers', null);
+    expect(viaStore).toBeInstanceOf(Promise);
+    expect(await viaStore).toMatchObject({ action: 'next', headers: { 'X-RateLimit-Remaining': '9' } });
+    const viaIdentify = evaluate(
+      resolveOptions<null>({ limiter: createLimiter({ store: memoryStore() }), identify: async () => who }),
+      'POST',
+      '/browsers',
+      null,
+    );
+    expect(viaIdentify).toBeInstanceOf(Promise);
+    expect(await viaIdentify).toMatchObject({ action: 'next', headers: { 'X-RateLimit-Remaining': '9' } });
+  });
+
+  it('never throws: an exception in identify comes back as a rejected promise', async () => {
+    const boom = new Error('identify broke');
+    const verdict = evaluate(
+      settingsWith(memoryStore(), () => {
+        throw boom;
+      }),
+      'POST',
+      '/browsers',
+      null,
+    );
+    await expect(verdict).rejects.toBe(boom);
+  });
+
+  it('turns a limiter error on the synchronous path into a 500 verdict', async () => {
+    const settings = settingsWith(memoryStore());
+    await settings.limiter.close();
+    const verdict = evaluate(settings, 'POST', '/browsers', null);
+    expect(verdict).toMatchObject({ action: 'respond', status: 500 });
   });
 });

@@ -64,6 +64,18 @@ export async function listen(server: Server): Promise<{ url: string; close: () =
   };
 }
 
+/** The same store answering through promises, as a store across the network does. */
+export function asynchronous(store: Store): Store {
+  return {
+    capabilities: { shared: false, synchronous: false },
+    consume: async (...args) => store.consume(...args),
+    peek: async (...args) => store.peek(...args),
+    consumeBatch: async (calls) => store.consumeBatch(calls),
+    reset: async (...args) => store.reset(...args),
+    close: () => store.close(),
+  };
+}
+
 /** A store that is down: every call fails with a message that must never reach a client. */
 export function brokenStore(): Store {
   const fail = (): never => {
