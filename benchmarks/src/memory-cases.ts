@@ -140,6 +140,33 @@ const promiseBaseline: MemoryCase = {
   },
 };
 
+/**
+ * The least an in-process limiter call can do here: find the organization among 10 000 with one Map lookup, update
+ * its numbers in a Float64Array, and return a fresh small object. No validation, no rule, no clock, no arithmetic
+ * worth the name: a floor to read the other synchronous figures against, not a limiter.
+ */
+const lookupBaseline: MemoryCase = {
+  library: 'baseline',
+  subject: 'one `Map.get` among the organizations, two `Float64Array` writes, a fresh 3-field object (no limiter)',
+  loop: 'sync',
+  clock: 'none',
+  path: 'admitted',
+  build(organizations) {
+    const slots = new Map(organizations.map((organization, slot) => [organization, slot]));
+    const state = new Float64Array(2 * organizations.length);
+    return {
+      sync: (org) => {
+        const slot = slots.get(organizations[org] as string) as number;
+        const units = (state[2 * slot] as number) + 1;
+        state[2 * slot] = units;
+        state[2 * slot + 1] = org;
+        return { allowed: true, slot, units };
+      },
+      admitted: (answer) => (answer as { allowed: boolean }).allowed,
+    };
+  },
+};
+
 /** Every memory case by name; names are stable ids in results. */
 export const MEMORY_CASES: Readonly<Record<string, MemoryCase>> = {
   'ratecard/consumeSync': ratecardLimiter('sync', 'admitted', false),
@@ -150,6 +177,7 @@ export const MEMORY_CASES: Readonly<Record<string, MemoryCase>> = {
   'rate-limiter-flexible/RateLimiterMemory': flexibleMemory('admitted'),
   'limiter/TokenBucket': tokenBuckets('admitted'),
   'baseline/await': promiseBaseline,
+  'baseline/map-lookup': lookupBaseline,
   'ratecard/consumeSync/denied': ratecardLimiter('sync', 'denied', false),
   'ratecard/consume/denied': ratecardLimiter('await', 'denied', false),
   'rate-limiter-flexible/RateLimiterMemory/denied': flexibleMemory('denied'),
