@@ -36,6 +36,8 @@ export function decodeBucketValue(value: Buffer, now: number): StoredBucket | un
     const rest = (v - wrapped) / COMPACT_TIME_WRAP;
     const missing = rest % MISSING_SPAN;
     const limit = (rest - missing) / MISSING_SPAN;
+    // As the script: a value whose fields ratecard would not write reads as a full bucket.
+    if (limit < 1 || limit >= COMPACT_LIMIT || missing > limit * 60_000) return undefined;
     let ahead = (((wrapped - now) % COMPACT_TIME_WRAP) + COMPACT_TIME_WRAP) % COMPACT_TIME_WRAP;
     if (ahead >= COMPACT_TIME_WRAP / 2) ahead -= COMPACT_TIME_WRAP;
     return { units: limit * 60_000 - missing, updatedAt: now + ahead, limit, layout: 'compact' };

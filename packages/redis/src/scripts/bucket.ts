@@ -46,6 +46,12 @@ local HALF_WRAP = TIME_WRAP / 2
 -- leave that multiple where it was need no new TTL, so they write with INCRBY; a key may outlive its bucket by STEP.
 local STEP = 10000
 
+-- Whether decoded compact fields are ones ratecard writes: a whole number, a limit in the compact range, a missing
+-- amount within it. Anything else under the prefix was not written by ratecard and reads as a full bucket.
+local function compactFields(limit, missing, wrapped)
+  return wrapped % 1 == 0 and limit >= 1 and limit < COMPACT_LIMIT and missing <= limit * U
+end
+
 local function compactValue(limit, missing, updatedAt)
   return sformat('%d', (limit * MISSING_SPAN + missing) * TIME_WRAP + updatedAt % TIME_WRAP)
 end
@@ -67,6 +73,7 @@ local function decode(raw, now)
     local rest = (v - wrapped) / TIME_WRAP
     local missing = rest % MISSING_SPAN
     local limit = (rest - missing) / MISSING_SPAN
+    if not compactFields(limit, missing, wrapped) then return nil end
     local ahead = (wrapped - now) % TIME_WRAP     -- Lua's % is never negative here
     if ahead >= HALF_WRAP then ahead = ahead - TIME_WRAP end
     return limit * U - missing, now + ahead, limit, true

@@ -49,12 +49,15 @@ for i = 1, n do
     if v then                                     -- decode's compact branch, inlined: most reads are compact
       local wrapped = v % TIME_WRAP
       local rest = (v - wrapped) / TIME_WRAP
-      stored = rest % MISSING_SPAN
-      storedLimit = (rest - stored) / MISSING_SPAN
-      local ahead = (wrapped - now) % TIME_WRAP
-      if ahead >= HALF_WRAP then ahead = ahead - TIME_WRAP end
-      updatedAt = now + ahead
-      compact = true
+      local missingThen = rest % MISSING_SPAN
+      local limitThen = (rest - missingThen) / MISSING_SPAN
+      -- compactFields, inlined (a Lua call per key costs about as much as the test itself)
+      if limitThen >= 1 and limitThen < COMPACT_LIMIT and missingThen <= limitThen * U and wrapped % 1 == 0 then
+        stored, storedLimit, compact = missingThen, limitThen, true
+        local ahead = (wrapped - now) % TIME_WRAP
+        if ahead >= HALF_WRAP then ahead = ahead - TIME_WRAP end
+        updatedAt = now + ahead
+      end                                         -- else not written by ratecard: a full bucket
     else
       local units
       units, updatedAt, storedLimit = decode(raw, now)

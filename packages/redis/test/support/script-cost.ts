@@ -1,0 +1,124 @@
+/**
+ * Instructions redis-server spends per decision of a script, counted by callgrind: repeatable where timings are not,
+ * so two versions of a script can be compared to a few tenths of a percent. Needs valgrind (Debian: valgrind).
+ *
+ *   pnpm --filter @ratecard/redis script-cost [consume|empty|mget|mget-incrby|mget-set-px]
+ *
+ * Starts `valgrind --tool=callgrind redis-server` on a free port, writes 2 000 fresh buckets with 32 script calls,
+ * zeroes the counters, runs 150 script calls of 128 keys each (clock 'client', 2 ms apart, limit 250, cost 1: every
+ * call admitted, most written with INCRBY), dumps the counters and prints instructions per decision. 'consume' is the
+ * store's script; the others are skeletons that show what its parts cost: an empty script (the EVALSHA and its 128
+ * keys), one MGET of the keys, then an INCRBY or a SET … PX per key.
+ */
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { CONSUME } from '../../src/scripts/consume.js';
+
+const BUCKETS = 2_000;
+const PER_CALL = 128;
+const WARM_CALLS = 32;
+const MEASURED_CALLS = 150;
+
+const SKELETONS: Readonly<Record<string, string>> = {
+  empty: 'return 1',
+  mget: "redis.call('MGET', unpack(KEYS)) return 1",
+  'mget-incrby': "redis.call('MGET', unpack(KEYS)) for i = 1, #KEYS do redis.call('INCRBY', KEYS[i], '0') end return 1",
+  'mget-set-px':
+    "local v = redis.call('MGET', unpack(KEYS)) for i = 1, #KEYS do redis.call('SET', KEYS[i], v[i], 'PX', '600000') end return 1",
+};
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() => resolve(typeof address === 'object' && address !== null ? address.port : 0));
+    });
+  });
+}
+
+function callgrindControl(flag: string, pid: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile('callgrind_control', [flag, String(pid)], (error) => (error ? reject(error) : resolve()));
+  });
+}
+
+/** Instructions in the newest dump of `dir`: the `totals:` (or `summary:`) line callgrind writes. */
+async function lastDumpTotal(dir: string): Promise<number> {
+  const dumps = (await readdir(dir)).filter((name) => /^cg\.\d+\.\d+$/.test(name));
+  dumps.sort((a, b) => Number(a.split('.')[2]) - Number(b.split('.')[2]));
+  const newest = dumps.at(-1);
+  if (newest === undefined) throw new Error('callgrind wrote no dump');
+  const text = await readFile(join(dir, newest), 'utf8');
+  const line = /^(?:totals|summary): (\d+)/m.exec(text);
+  if (line === null) throw new Error(`no totals in ${newest}`);
+  return Number(line[1]);
+}
+
+async function main(): Promise<void> {
+  const which = process.argv[2] ?? 'consume';
+  const skeleton = SKELETONS[which];
+  if (which !== 'consume' && skeleton === undefined) {
+    throw new Error(`unknown script ${which}: consume, ${Object.keys(SKELETONS).join(', ')}`);
+  }
+  const dir = await mkdtemp(join(tmpdir(), 'ratecard-callgrind-'));
+  const port = await freePort();
+  const server: ChildProcess = spawn(
+    'valgrind',
+    ['--tool=callgrind', `--callgrind-out-file=${join(dir, 'cg.%p')}`, 'redis-server', '--port', String(port)].concat([
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+    ]),
+    { stdio: 'ignore' },
+  );
+  const client = new Redis({ port, host: '127.0.0.1', maxRetriesPerRequest: null, retryStrategy: () => 200 });
+  // Refused connections while valgrind starts the server are expected: the client retries until it answers.
+  client.on('error', () => undefined);
+  try {
+    await client.ping();
+    const pid = server.pid as number;
+    const keys = Array.from({ length: BUCKETS }, (_, i) => `cost:{org-${String(i).padStart(6, '0')}}:POST /browsers`);
+    const sha = (await client.script('LOAD', skeleton ?? CONSUME.text)) as string;
+    const pair = Buffer.alloc(16);
+    pair.writeDoubleLE(250, 0);
+    pair.writeDoubleLE(1, 8);
+    let next = 0;
+    let now = 1_700_000_000_000;
+    const call = async (): Promise<void> => {
+      const batch: string[] = [];
+      for (let i = 0; i < PER_CALL; i++) {
+        batch.push(keys[next] as string);
+        next = (next + 1) % BUCKETS;
+      }
+      now += 2;
+      await client.callBuffer('evalsha', [sha, PER_CALL, ...batch, String(now), pair, '']);
+    };
+    if (skeleton !== undefined) {
+      // A compact bucket value, as the consume script leaves it.
+      for (const key of keys) await client.set(key, '4398046513152000', 'PX', 600_000);
+    }
+    for (let i = 0; i < WARM_CALLS; i++) await call();
+    await callgrindControl('-z', pid);
+    for (let i = 0; i < MEASURED_CALLS; i++) await call();
+    await callgrindControl('-d', pid);
+    const decisions = MEASURED_CALLS * PER_CALL;
+    const total = await lastDumpTotal(dir);
+    console.log(`${which}: ${Math.round(total / decisions)} instructions per decision (${total} over ${decisions})`);
+  } finally {
+    client.disconnect();
+    server.kill('SIGTERM');
+    await new Promise((resolve) => server.once('exit', resolve));
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
