@@ -343,7 +343,8 @@ class TokenBucketLimiter implements Limiter {
 
   /**
    * An asynchronous consume with one promise: the pending call is at once the store's receiver and the deadline
-   * queue's entry, and whichever of the two reaches it first answers the caller.
+   * queue's entry, and whichever of the two reaches it first answers the caller. A store that answers at once (a
+   * deny cache's hit) costs no promise executor and no deadline entry: its answer is returned already settled.
    */
   private consumeThrough(
     request: LimitRequest,
@@ -352,23 +353,25 @@ class TokenBucketLimiter implements Limiter {
     cost: number,
     deadline: number,
   ): Promise<Decision> {
+    const call = new PendingConsume(this, request, rule, limit, cost, deadline);
+    try {
+      (this.store.consumeTo as NonNullable<Store['consumeTo']>)(
+        request.organization,
+        rule.key,
+        limit,
+        cost,
+        deadline,
+        call,
+      );
+    } catch (error) {
+      // The contract says consumeTo never throws; a store that does still gets the failure policy.
+      call.fail(error);
+    }
+    const early = call.early;
+    if (early !== undefined) return Promise.resolve(early);
+    this.deadlines.watch(call);
     return new Promise<Decision>((resolve) => {
-      const call = new PendingConsume(this, request, rule, limit, cost, deadline, resolve);
-      try {
-        (this.store.consumeTo as NonNullable<Store['consumeTo']>)(
-          request.organization,
-          rule.key,
-          limit,
-          cost,
-          deadline,
-          call,
-        );
-      } catch (error) {
-        // The contract says consumeTo never throws; a store that does still gets the failure policy.
-        call.fail(error);
-      }
-      // Only a call still waiting needs its deadline watched: a store may answer at once (a deny cache's hit).
-      if (call.open) this.deadlines.watch(call);
+      call.resolve = resolve;
     });
   }
 
@@ -481,6 +484,10 @@ class TokenBucketLimiter implements Limiter {
  */
 class PendingConsume implements PendingCall, OutcomeReceiver {
   open = true;
+  /** Settles the caller's promise, once the limiter has made it (after consumeTo returned without an answer). */
+  resolve: ((decision: Decision | Promise<Decision>) => void) | undefined = undefined;
+  /** An answer given before the promise existed, during consumeTo itself. */
+  early: Decision | Promise<Decision> | undefined = undefined;
 
   constructor(
     private readonly limiter: TokenBucketLimiter,
@@ -489,14 +496,13 @@ class PendingConsume implements PendingCall, OutcomeReceiver {
     private readonly limit: number,
     private readonly cost: number,
     readonly deadline: number,
-    private readonly resolve: (decision: Decision | Promise<Decision>) => void,
   ) {}
 
   settle(outcome: Outcome): void {
     if (!this.open) return;
     this.open = false;
     const decision = decide(outcome, this.rule, this.limit, this.cost, 'store');
-    this.resolve(this.limiter.report(decision, this.request));
+    this.answer(this.limiter.report(decision, this.request));
   }
 
   fail(error: unknown): void {
@@ -512,7 +518,12 @@ class PendingConsume implements PendingCall, OutcomeReceiver {
 
   private answerByPolicy(error: RateLimitError): void {
     // A promise: the fallback store may be asynchronous, and under 'throw' it rejects, which rejects the caller's.
-    this.resolve(this.limiter.onStoreFailure(error, this.request, this.rule, this.limit, this.cost, 'consume'));
+    this.answer(this.limiter.onStoreFailure(error, this.request, this.rule, this.limit, this.cost, 'consume'));
+  }
+
+  private answer(decision: Decision | Promise<Decision>): void {
+    if (this.resolve === undefined) this.early = decision;
+    else this.resolve(decision);
   }
 }
 

@@ -289,6 +289,17 @@ describe('a store that answers through a receiver', () => {
     expect(seen).toHaveLength(2);
   });
 
+  it('answers a call the store settles before consumeTo returns, at once or by the policy', async () => {
+    const { store, limiter } = makeWith({ onStoreError: 'throw' }, ReceivingStore);
+    // Half a token held: the other half takes 3 s at 10 per minute.
+    store.answerAtOnce = -1 - 30_000;
+    expect(await limiter.consume(developer)).toMatchObject({ allowed: false, retryAfter: 3, source: 'store' });
+    store.answerAtOnce = new Error('refused at once');
+    const error = await rejection(limiter.consume(developer));
+    expect(error.code).toBe('store_unavailable');
+    expect((error.cause as Error).message).toBe('refused at once');
+  });
+
   it('settles a held call with the first of its answers only', async () => {
     const { store, limiter } = makeWith({}, ReceivingStore);
     store.holdReceivers = true;

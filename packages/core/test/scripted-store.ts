@@ -75,6 +75,8 @@ export class ScriptedStore implements Store {
 export class ReceivingStore extends ScriptedStore {
   receiverCalls = 0;
   throwFromConsumeTo = false;
+  /** When set, every consumeTo is answered before it returns, with this outcome (a deny cache's hit), or failed. */
+  answerAtOnce: number | Error | undefined = undefined;
   /** When true, receivers are kept in `heldReceivers` instead of being answered. */
   holdReceivers = false;
   readonly heldReceivers: OutcomeReceiver[] = [];
@@ -89,6 +91,11 @@ export class ReceivingStore extends ScriptedStore {
   ): void {
     this.receiverCalls++;
     if (this.throwFromConsumeTo) throw new Error('consumeTo broke its contract');
+    if (this.answerAtOnce !== undefined) {
+      if (this.answerAtOnce instanceof Error) receiver.fail(this.answerAtOnce);
+      else receiver.settle(this.answerAtOnce);
+      return;
+    }
     if (this.holdReceivers) {
       this.heldReceivers.push(receiver);
       return;
