@@ -1,6 +1,6 @@
 import type { Plan } from '@ratecard/core';
 import { PLANS } from '@ratecard/core';
-import { closedLoop, overAdmitted } from './closed-loop.js';
+import { type ClosedLoopResult, closedLoop, overAdmitted } from './closed-loop.js';
 import type { BenchConfig } from './config.js';
 import { progress } from './progress.js';
 import { type Contender, type ContenderFactory, flexibleContender, ratecardContender } from './redis-contenders.js';
@@ -39,19 +39,12 @@ interface RunShape {
   purpose: string;
 }
 
-/** One round of one contender, on buckets of its own. */
-interface Round {
-  calls: number;
-  admitted: number;
-  denied: number;
-  errors: number;
-  firstError: string | null;
-  elapsedMs: number;
+/** One round of one contender, on buckets of its own: the closed loop's counts, and what Redis said of them. */
+interface Round extends Omit<ClosedLoopResult, 'admittedPerOrganization'> {
   cpuSeconds: number;
   windowSeconds: number;
   overAdmitted: number;
   notFromStore: number;
-  latencies: Float64Array;
   memory: { bytes: number | null; keys: number };
   usedMemoryPerKey: number | null;
   storeStats: Record<string, number> | null;
@@ -116,18 +109,13 @@ async function runRound(
   } else {
     await forget(target, contender.keyPattern);
   }
+  const { admittedPerOrganization, ...counts } = result;
   return {
-    calls: result.calls,
-    admitted: result.admitted,
-    denied: result.denied,
-    errors: result.errors,
-    firstError: result.firstError,
-    elapsedMs: result.elapsedMs,
+    ...counts,
     cpuSeconds: cpuAfter - cpuBefore,
     windowSeconds,
-    overAdmitted: overAdmitted(result.admittedPerOrganization, PLANS[shape.plan], windowSeconds),
+    overAdmitted: overAdmitted(admittedPerOrganization, PLANS[shape.plan], windowSeconds),
     notFromStore,
-    latencies: result.latencies,
     memory,
     usedMemoryPerKey,
     storeStats,

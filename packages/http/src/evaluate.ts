@@ -75,6 +75,8 @@ export interface ResolvedOptions<Request> {
   readonly identify: Identify<Request>;
   readonly headers: Readonly<RateLimitHeaderOptions>;
   readonly onError: ((error: unknown, request: Request) => void) | undefined;
+  /** The limiter's store is synchronous, so `consumeSync` decides without a promise (read once: a store's is fixed). */
+  readonly synchronous: boolean;
 }
 
 /** Validates middleware options once, when the middleware is built. Throws `invalid_option`. */
@@ -120,6 +122,7 @@ export function resolveOptions<Request>(options: RateLimitOptions<Request>): Res
     identify,
     headers: Object.freeze({ ietf, policy, shadowHeaders }),
     onError,
+    synchronous: limiter.synchronous === true,
   };
 }
 
@@ -198,7 +201,7 @@ function decideFor<Request>(
     override: identity.override,
     endpoint,
   };
-  if (limiter.synchronous === true) {
+  if (options.synchronous) {
     try {
       return verdictFor(limiter.consumeSync(request), options.headers);
     } catch (error) {

@@ -57,13 +57,6 @@ export interface RedisStoreStats {
 
 /** A Store on Redis, with counters. */
 export interface RedisStore extends Store {
-  consume(
-    organization: string,
-    endpoint: string,
-    limit: number,
-    cost: number,
-    deadline?: number,
-  ): Outcome | Promise<Outcome>;
   /** Always offered: the limiter's one-promise path (see Store.consumeTo). */
   consumeTo: NonNullable<Store['consumeTo']>;
   peek(organization: string, endpoint: string, limit: number, cost: number): Promise<Outcome>;

@@ -15,11 +15,12 @@ export interface StoredBucket {
   layout: 'compact' | 'packed';
 }
 
-/** Limits below this are stored in the compact layout. */
+/** Limits below this are stored in the compact layout (the limit takes 8 bits). */
 export const COMPACT_LIMIT = 256;
 /** The compact layout keeps updatedAt modulo this many ms (2^21, about 35 minutes). */
 export const COMPACT_TIME_WRAP: number = 2 ** 21;
-const MISSING_SPAN = 2 ** 24;
+/** The compact layout's span for missing units: 2^24, above 255 × 60 000. */
+export const COMPACT_MISSING_SPAN: number = 2 ** 24;
 
 /**
  * Decodes a bucket value (as `getBuffer` returns it). The compact layout keeps updatedAt modulo
@@ -34,8 +35,8 @@ export function decodeBucketValue(value: Buffer, now: number): StoredBucket | un
     const v = Number(text);
     const wrapped = v % COMPACT_TIME_WRAP;
     const rest = (v - wrapped) / COMPACT_TIME_WRAP;
-    const missing = rest % MISSING_SPAN;
-    const limit = (rest - missing) / MISSING_SPAN;
+    const missing = rest % COMPACT_MISSING_SPAN;
+    const limit = (rest - missing) / COMPACT_MISSING_SPAN;
     // As the script: a value whose fields ratecard would not write reads as a full bucket.
     if (limit < 1 || limit >= COMPACT_LIMIT || missing > limit * 60_000) return undefined;
     let ahead = (((wrapped - now) % COMPACT_TIME_WRAP) + COMPACT_TIME_WRAP) % COMPACT_TIME_WRAP;

@@ -1,9 +1,11 @@
+import { COMPACT_LIMIT, COMPACT_MISSING_SPAN, COMPACT_TIME_WRAP } from '../value.js';
+
 /**
  * The Lua half of core's bucket arithmetic (packages/core/src/bucket.ts), shared by the consume and peek scripts.
  * Each function mirrors its TypeScript namesake line for line. Lua numbers are doubles and every value here stays an
  * integer below 2^53 (core's MAX_LIMIT sees to that), so the results are the same numbers core computes.
  */
-export const BUCKET_LUA = `
+export const BUCKET_LUA: string = `
 local U = 60000                                   -- UNITS_PER_TOKEN: a bucket of limit C refills C units per ms
 local floor = math.floor
 local sformat = string.format
@@ -32,13 +34,14 @@ local function unitsAt(units, updatedAt, storedLimit, now, limit)
   return held
 end
 
--- The compact value, for limits below COMPACT_LIMIT: one integer below 2^53 (so Lua reads it exactly with one
+-- The compact value, for limits below COMPACT_LIMIT (its constants come from value.ts, the TypeScript reader of the
+-- same layout): one integer below 2^53 (so Lua reads it exactly with one
 -- tonumber), written in decimal: ((limit * MISSING_SPAN) + missing units) * TIME_WRAP + updatedAt modulo TIME_WRAP.
 -- Redis keeps such a value as an integer inside the key's object header, the smallest value it stores, and INCRBY
 -- can move it without touching the TTL. Its 14 to 16 digits never match the packed layouts' 12 and 17 bytes.
-local COMPACT_LIMIT = 256                         -- limit: 8 bits
-local MISSING_SPAN = 16777216                     -- 2^24 > 255 * 60 000 missing units
-local TIME_WRAP = 2097152                         -- 2^21 ms, about 35 minutes
+local COMPACT_LIMIT = ${COMPACT_LIMIT}
+local MISSING_SPAN = ${COMPACT_MISSING_SPAN}
+local TIME_WRAP = ${COMPACT_TIME_WRAP}
 -- A key lives at most STEP + 60 s past its updatedAt, so updatedAt is the instant congruent to the stored time
 -- within TIME_WRAP / 2 of now: exact unless clocks disagree (or step) by more than about 15 minutes.
 local HALF_WRAP = TIME_WRAP / 2
