@@ -1,124 +1,126 @@
-/** The shape of results/latest.json: every figure with the words that say how it was measured. */
-import type { BenchConfig } from './config.js';
+/** The shape of results/latest.json, and the few numeric helpers every module shares. */
+import { arch, cpus, loadavg, platform, release } from 'node:os';
 
-export type Library = 'ratecard' | 'rate-limiter-flexible' | 'limiter' | 'baseline';
+export type Suite = 'memory' | 'heap' | 'redis' | 'cluster' | 'http';
 
-export type Suite = 'memory' | 'memory-latency' | 'heap' | 'redis' | 'redis-latency' | 'redis-cluster' | 'http';
-
-export interface Machine {
-  /** os.cpus()[0].model */
-  cpu: string;
-  cores: number;
-  node: string;
-  platform: string;
-  totalMemoryGiB: number;
-  /** INFO server redis_version of the server the Redis suites ran against; null when none ran. */
-  redis: string | null;
-  /** Where that server came from: started by the harness, or REDIS_URL. */
-  redisSource: string | null;
-  /** os.loadavg()[0] when the run started and when it ended: other work on the machine moves every figure. */
-  loadAverage: { start: number; end: number | null };
-}
-
-/** Redis-side figures of one run. */
+/** What Redis said of one contender's runs (each figure's method is in its Measurement); counts sum over rounds. */
 export interface RedisFigures {
-  /** (used_cpu_user + used_cpu_sys) delta over the run, summed over every master, divided by decisions. */
   cpuMicrosPerDecision: number;
-  /** MEMORY USAGE averaged over sampled keys written by this limiter. */
-  bytesPerKey: number | null;
-  keysSampled: number;
-  /**
-   * INFO memory used_memory released when the run's keys were deleted, divided by those keys: what a key really
-   * costs the server (expiry entry and allocator rounding included). Null when the harness does not own the server.
-   */
-  usedMemoryPerKey: number | null;
-  /** Keys this limiter holds per bucket (so bytes per bucket = bytesPerKey × keysPerBucket). */
-  keysPerBucket: number;
-  /** Admitted beyond C + C·T/60 in some bucket, summed over buckets; T from Redis TIME around the run. */
+  admitted: number;
+  denied: number;
   overAdmitted: number;
-  /** T in seconds, from Redis TIME before the first call and after the last answer. */
-  windowSeconds: number;
-  /** Decisions not answered by the Redis store itself (fallback or failure policy); should be 0. */
+  /** Decisions the limiter answered without Redis (its fallback store): a run with many measures less. */
   notFromStore: number;
-  /** Calls that failed (rejected with an error, not a denial). */
   errors: number;
-  /** The store's own counters (ratecard only): deny-cache hits, batches, … */
+  /** MEMORY USAGE averaged over sampled keys, and used_memory freed per key by FLUSHALL, in the first round. */
+  bytesPerKey: number | null;
+  usedMemoryPerKey: number | null;
+  /** The store's own counters (ratecard only). */
   storeStats: Record<string, number> | null;
 }
 
 export interface Measurement {
-  /** Stable id, e.g. 'memory/ratecard/consumeSync'. */
+  /** `<suite>/<contender>/<shape>`, e.g. `redis/ratecard/256-in-flight`. */
   id: string;
   suite: Suite;
-  library: Library;
-  /** What was called, e.g. '`await limiter.consume(request)`'. */
+  contender: string;
+  /** What was called, and how it was measured, in words. */
   subject: string;
-  /** How it was measured: loop shape, calls in flight, organizations, duration, clock. */
   method: string;
-  /** Calls timed. */
-  calls: number;
-  durationMs: number;
+  /** Operations per second of each round; the figure is their median. */
+  rounds: number[];
   opsPerSecond: number | null;
-  nsPerOp: number | null;
   p50Micros: number | null;
   p99Micros: number | null;
-  admitted: number | null;
-  denied: number | null;
-  /** Heap bytes per tracked organization (heap suite only). */
   bytesPerOrganization: number | null;
   redis: RedisFigures | null;
-  /** Suite-specific figures, named in words (e.g. the HTTP server's requests per CPU second). */
+  /** Suite-specific figures, named in words (e.g. the HTTP server's requests per CPU-second). */
   extra: Record<string, number>;
-  notes: string[];
 }
 
-export interface TargetResult {
-  id: string;
-  /** The target as issue 6 §3 states it. */
+/** `measured`: the figures and their ratio, or `not measured: <the reason>`. */
+export type TargetRow = {
+  figure: string;
   target: string;
-  /** What was compared, in words with the measured figures. */
   measured: string;
-  /** The measured ratio or value the threshold applies to; null when not measured. */
   value: number | null;
-  threshold: string;
-  /** null: could not be measured in this run (see note). */
-  pass: boolean | null;
-  note: string;
-}
+  verdict: 'met' | 'not met' | 'not measured';
+};
+
+export type Machine = {
+  cpu: string;
+  cores: number;
+  node: string;
+  platform: string;
+  redis: string | null;
+  loadAverage: { start: number; end: number | null };
+};
 
 export interface Results {
-  version: 1;
   startedAt: string;
-  finishedAt: string;
-  /** The command line that produced this file. */
+  seconds: number;
   command: string;
   mode: 'full' | 'quick';
-  /** Sizes and durations every suite ran with. */
-  config: BenchConfig;
   machine: Machine;
   measurements: Measurement[];
-  targets: TargetResult[];
-  /** Suites not run, with the reason. */
-  skipped: { suite: string; reason: string }[];
-  notes: string[];
+  targets: TargetRow[];
+  /** Suites or contenders not run, with the reason. */
+  skipped: string[];
 }
 
-/** A measurement with every optional figure empty; suites fill in what they measured. */
 export function measurement(
-  base: Pick<Measurement, 'id' | 'suite' | 'library' | 'subject' | 'method' | 'calls' | 'durationMs'> &
-    Partial<Measurement>,
+  base: Pick<Measurement, 'id' | 'suite' | 'contender' | 'subject' | 'method'> & Partial<Measurement>,
 ): Measurement {
+  // biome-ignore format: the empty figures, one line
+  return { rounds: [], opsPerSecond: null, p50Micros: null, p99Micros: null, bytesPerOrganization: null, redis: null, extra: {}, ...base };
+}
+
+export function describeMachine(): Machine {
+  const [cpu, cores, platformName] = [
+    cpus()[0]?.model.trim() ?? 'unknown',
+    cpus().length,
+    `${platform()} ${release()} ${arch()}`,
+  ];
   return {
-    opsPerSecond: null,
-    nsPerOp: null,
-    p50Micros: null,
-    p99Micros: null,
-    admitted: null,
-    denied: null,
-    bytesPerOrganization: null,
+    cpu,
+    cores,
+    node: process.version,
+    platform: platformName,
     redis: null,
-    extra: {},
-    notes: [],
-    ...base,
+    loadAverage: { start: oneMinuteLoad(), end: null },
   };
+}
+
+export function oneMinuteLoad(): number {
+  return Math.round((loadavg()[0] ?? 0) * 100) / 100;
+}
+
+export function machineLine(machine: Machine): string {
+  const redis = machine.redis === null ? '' : `, Redis ${machine.redis}`;
+  return `${machine.cpu}, ${machine.cores} cores, Node ${machine.node}, ${machine.platform}${redis}`;
+}
+
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const [low, high] = [sorted[(sorted.length - 1) >> 1], sorted[sorted.length >> 1]];
+  return low === undefined || high === undefined ? Number.NaN : (low + high) / 2;
+}
+
+/** 3 significant digits, as figures are printed everywhere. */
+export function sig(value: number, digits = 3): number {
+  return Number.isFinite(value) && value !== 0 ? Number(value.toPrecision(digits)) : value;
+}
+
+/** 1234567 → '1.23 M'. */
+export function human(value: number | null | undefined): string {
+  if (value == null || !Number.isFinite(value)) return '–';
+  return Math.abs(value) >= 1e6
+    ? `${sig(value / 1e6)} M`
+    : Math.abs(value) >= 1e4
+      ? `${sig(value / 1e3)} k`
+      : `${sig(value)}`;
+}
+
+export function organizationNames(count: number): string[] {
+  return Array.from({ length: count }, (_, i) => `org_${i.toString(36).padStart(6, '0')}`);
 }

@@ -1,149 +1,90 @@
-/**
- * Child-process entry: runs one case in a fresh V8 so no case inherits another's JIT state or heap, and sends its
- * figures to the parent over IPC. Usage (by bench.ts only): node worker.js '<job json>'.
- */
-import { HEAP_CASES } from './heap-cases.js';
-import { type HttpServerJob, serveReferenceApp } from './http-server.js';
-import { type LoopShape, latencyLoop, nextTurn, timeLoop } from './loops.js';
-import { MEMORY_CASES } from './memory-cases.js';
-import { latencyMicros } from './stats.js';
+// A child process of the harness (child.ts): measures one heap case in a fresh V8, or serves the reference service on
+// 127.0.0.1 for the HTTP suite, and reports over IPC.
+import { createServer, type RequestListener } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createLimiter, type Limiter } from '@ratecard/core';
+import { memoryStore } from '@ratecard/memory';
+import { RateLimiterMemory } from 'rate-limiter-flexible';
+import type { Job, Message } from './child.js';
+import { HTTP_LIMIT, HTTP_VARIANTS } from './http.js';
+import { organizationNames } from './results.js';
 
-export interface MemoryJob {
-  kind: 'memory';
-  name: string;
-  organizations: number;
-  warmupCalls: number;
-  rounds: number;
-  shape: LoopShape;
-  latencyCalls: number;
+/** Loaded by path: the reference service is private, built by `pnpm build` with the packages. */
+const REFERENCE_APP = new URL('../../packages/reference-service/dist/app.js', import.meta.url);
+type ReferenceService = {
+  createApp(options: { limiter: Limiter | null; keys: Record<string, object> }): RequestListener;
+};
+
+function send(message: Message): Promise<void> {
+  return new Promise((resolve) => process.send?.(message, () => resolve()));
 }
 
-export interface MemoryJobResult {
-  /** ns per call of each timed round. */
-  roundsNsPerOp: number[];
-  callsPerRound: number[];
-  durationMs: number;
-  admitted: number;
-  denied: number;
-  latencyCalls: number;
-  p50Micros: number;
-  p99Micros: number;
+async function heapBytes(): Promise<number> {
+  await new Promise((resolve) => setImmediate(resolve));
+  const gc = (globalThis as { gc?: () => void }).gc as () => void;
+  gc();
+  gc();
+  return process.memoryUsage().heapUsed + process.memoryUsage().arrayBuffers;
 }
 
-export interface HeapJob {
-  kind: 'heap';
-  name: string;
-  organizations: number;
-}
-
-export interface HeapJobResult {
-  bytesPerOrganization: number;
-  heapDeltaBytes: number;
-  arrayBuffersDeltaBytes: number;
-  trackMs: number;
-  check: string;
-}
-
-export type Job = MemoryJob | HeapJob | HttpServerJob;
-
-function organizationNames(count: number): string[] {
-  return Array.from({ length: count }, (_, i) => `org_${i.toString(36).padStart(6, '0')}`);
-}
-
-async function runMemory(job: MemoryJob): Promise<MemoryJobResult> {
-  const chosen = MEMORY_CASES[job.name];
-  if (chosen === undefined) throw new Error(`unknown memory case ${job.name}`);
-  const operation = chosen.build(organizationNames(job.organizations));
-  // Warm-up: lets the JIT settle, creates every bucket, and drains them on the denied path.
-  await timeLoop(operation, { ...job.shape, calls: job.warmupCalls });
-  const roundsNsPerOp: number[] = [];
-  const callsPerRound: number[] = [];
-  let durationNs = 0;
-  let admitted = 0;
-  let denied = 0;
-  for (let round = 0; round < job.rounds; round++) {
-    const result = await timeLoop(operation, job.shape);
-    roundsNsPerOp.push(result.ns / result.calls);
-    callsPerRound.push(result.calls);
-    durationNs += result.ns;
-    admitted += result.admitted;
-    denied += result.denied;
+/** Bytes per organization, and what was tracked: returned, so it stays alive past the second reading. */
+async function heap(name: string, count: number): Promise<[number, ...unknown[]]> {
+  const organizations = organizationNames(count);
+  const before = await heapBytes();
+  const store = name === 'ratecard' ? memoryStore({ maxBuckets: Math.max(1_000_000, count) }) : undefined;
+  const ratecard = store === undefined ? undefined : createLimiter({ store });
+  const flexible = store === undefined ? new RateLimiterMemory({ points: 10, duration: 60 }) : undefined;
+  for (const organization of organizations) {
+    await (ratecard?.consume({ organization, endpoint: 'POST /browsers', plan: 'developer' }) ??
+      flexible?.consume(organization));
   }
-  const samples = await latencyLoop(operation, { ...job.shape, calls: job.latencyCalls });
-  const { p50, p99 } = latencyMicros(samples, samples.length);
-  return {
-    roundsNsPerOp,
-    callsPerRound,
-    durationMs: durationNs / 1e6,
-    admitted,
-    denied,
-    latencyCalls: samples.length,
-    p50Micros: p50,
-    p99Micros: p99,
-  };
+  const after = await heapBytes();
+  return [(after - before) / count, ratecard, flexible, organizations];
 }
 
-function collect(): void {
-  const gc = (globalThis as { gc?: () => void }).gc;
-  if (gc === undefined) throw new Error('the heap suite needs node --expose-gc');
-  gc();
-  gc();
+/** One bearer token per organization; an override no run exhausts, and that never refills to full between requests. */
+function benchKeys(organizations: number): Record<string, object> {
+  const keys: Record<string, object> = {};
+  for (let i = 0; i < organizations; i++) {
+    keys[`bench_token_${i}`] = {
+      organization: `org_${i}`,
+      plan: 'enterprise',
+      override: HTTP_LIMIT,
+      scopes: ['browsers'],
+    };
+  }
+  return keys;
 }
 
-function heapNow(): { heap: number; arrayBuffers: number } {
-  const usage = process.memoryUsage();
-  return { heap: usage.heapUsed, arrayBuffers: usage.arrayBuffers };
-}
-
-async function runHeap(job: HeapJob): Promise<HeapJobResult> {
-  const chosen = HEAP_CASES[job.name];
-  if (chosen === undefined) throw new Error(`unknown heap case ${job.name}`);
-  // The names exist before the baseline and stay alive after it: only what the limiter adds is counted.
-  const organizations = organizationNames(job.organizations);
-  await nextTurn();
-  collect();
-  const before = heapNow();
-  const started = performance.now();
-  const { keep, check } = await chosen.track(organizations);
-  const trackMs = performance.now() - started;
-  await nextTurn();
-  collect();
-  const after = heapNow();
-  // Keep both alive past the measurement.
-  if (keep === null || organizations.length !== job.organizations) throw new Error('unreachable');
-  const heapDelta = after.heap - before.heap;
-  const arrayBuffersDelta = after.arrayBuffers - before.arrayBuffers;
-  return {
-    bytesPerOrganization: (heapDelta + arrayBuffersDelta) / job.organizations,
-    heapDeltaBytes: heapDelta,
-    arrayBuffersDeltaBytes: arrayBuffersDelta,
-    trackMs,
-    check,
-  };
+async function serve(variant: string, organizations: number): Promise<void> {
+  const chosen = HTTP_VARIANTS.find((candidate) => candidate.name === variant);
+  if (chosen === undefined) throw new Error(`no HTTP variant ${variant} to serve`);
+  const service = (await import(REFERENCE_APP.href)) as ReferenceService;
+  const server = createServer(service.createApp({ limiter: chosen.limiter(), keys: benchKeys(organizations) }));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  process.on('message', (message: { type: string }) => {
+    if (message.type === 'cpu') {
+      const usage = process.cpuUsage();
+      void send({ type: 'cpu', value: usage.user + usage.system });
+    } else if (message.type === 'stop') {
+      server.closeAllConnections();
+      server.close(() => process.exit(0));
+    }
+  });
+  await send({ type: 'ready', value: (server.address() as AddressInfo).port });
 }
 
 async function main(): Promise<void> {
-  // An interrupted parent must not leave a child behind (a server child would otherwise listen forever).
   process.on('disconnect', () => process.exit(1));
   const job = JSON.parse(process.argv[2] ?? '{}') as Job;
-  if (job.kind === 'http-server') {
-    // Serves until the parent says stop.
-    await serveReferenceApp(job, (message) => process.send?.(message));
-    return;
-  }
-  const result = job.kind === 'memory' ? await runMemory(job) : await runHeap(job);
-  reply({ ok: true, result }, 0);
+  if (job.kind === 'http') return serve(job.variant, job.organizations);
+  const [bytes] = await heap(job.case, job.organizations);
+  await send({ type: 'result', value: bytes });
+  // Some libraries leave a timer per key behind; nothing else is left to do.
+  process.exit(0);
 }
 
-/** Sends the answer, then exits: some libraries leave timers behind (one per key) that would keep the child alive. */
-function reply(message: unknown, code: number): void {
-  if (process.send === undefined) {
-    process.stdout.write(`${JSON.stringify(message)}\n`);
-    process.exit(code);
-  }
-  process.send(message, () => process.exit(code));
-}
-
-main().catch((error: unknown) => {
-  reply({ ok: false, error: error instanceof Error ? (error.stack ?? error.message) : String(error) }, 1);
+main().catch(async (error: unknown) => {
+  await send({ type: 'error', value: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+  process.exit(1);
 });

@@ -1,15 +1,15 @@
 /**
  * Time budgets for store calls without a timer per call. Every call gets the same budget, so deadlines arrive in
  * the order calls were made: a FIFO of pending calls and one timer, armed for the oldest deadline only while
- * something is pending, cover them all. When the store answers in time the entry is marked settled and dropped when
- * it reaches the head of the queue.
+ * something is pending, cover them all. A call the store answers in time is marked closed and dropped when it
+ * reaches the head of the queue.
  */
-export interface PendingCall {
-  /** performance.now() value after which the call is over budget. */
+interface PendingCall {
+  /** performance.now() instant after which the caller stops waiting. */
   readonly deadline: number;
   /** False once the store answered or the budget ran out: whichever happens first wins. */
   open: boolean;
-  /** Called once if the budget runs out first. */
+  /** Rejects the caller's promise; called once, if the budget runs out first. */
   expire(): void;
 }
 
@@ -18,49 +18,51 @@ export class DeadlineQueue {
   private head = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
 
-  constructor(private readonly budgetMs: number) {}
+  constructor(
+    private readonly budgetMs: number,
+    private readonly timeoutError: () => Error,
+  ) {}
 
-  /** Starts watching a call; returns its deadline. */
+  /** The instant a call made now stops being waited for. */
   deadlineFromNow(): number {
     return performance.now() + this.budgetMs;
   }
 
-  watch(call: PendingCall): void {
-    this.queue.push(call);
-    if (this.timer === undefined) this.arm(this.budgetMs);
+  /** The store's answer, or a rejection with the timeout error at `deadline` (or on `expireAll`), whichever is first. */
+  race<T>(work: Promise<T>, deadline: number): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const call: PendingCall = { deadline, open: true, expire: () => reject(this.timeoutError()) };
+      this.queue.push(call);
+      if (this.timer === undefined) this.arm(deadline - performance.now());
+      work.then(
+        (value) => {
+          if (!call.open) return;
+          call.open = false;
+          resolve(value);
+        },
+        (error: unknown) => {
+          if (!call.open) return;
+          call.open = false;
+          reject(error);
+        },
+      );
+    });
   }
 
-  /** Number of calls not yet settled nor expired (for tests and diagnostics). */
-  get pending(): number {
-    let open = 0;
-    for (let i = this.head; i < this.queue.length; i++) if (this.queue[i]?.open) open++;
-    return open;
-  }
-
-  /** Expires every open call now and stops the timer (used by close()). */
+  /** Expires every waiting call now and stops the timer (the limiter's close). */
   expireAll(): void {
     const calls = this.queue;
     const from = this.head;
     this.queue = [];
     this.head = 0;
-    this.disarm();
-    for (let i = from; i < calls.length; i++) {
-      const call = calls[i] as PendingCall;
-      if (call.open) {
-        call.open = false;
-        call.expire();
-      }
-    }
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    for (let i = from; i < calls.length; i++) expire(calls[i] as PendingCall);
   }
 
   private arm(delay: number): void {
     // +1 ms: timers may fire a fraction early, and a call must not be expired before its budget is spent.
     this.timer = setTimeout(this.check, Math.max(0, Math.ceil(delay)) + 1);
-  }
-
-  private disarm(): void {
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = undefined;
   }
 
   private readonly check = (): void => {
@@ -71,10 +73,7 @@ export class DeadlineQueue {
       const call = queue[this.head] as PendingCall;
       if (call.open && call.deadline > now) break;
       this.head++;
-      if (call.open) {
-        call.open = false;
-        call.expire();
-      }
+      expire(call);
     }
     if (this.head === queue.length) {
       this.queue = [];
@@ -88,4 +87,10 @@ export class DeadlineQueue {
     }
     this.arm((this.queue[this.head] as PendingCall).deadline - now);
   };
+}
+
+function expire(call: PendingCall): void {
+  if (!call.open) return;
+  call.open = false;
+  call.expire();
 }

@@ -24,5 +24,5 @@ export {
   type LimitRequest,
   type StoreErrorPolicy,
 } from './limiter.js';
-export { limitFor, MAX_LIMIT, type OrganizationPlan, PLANS, type Plan } from './plans.js';
-export type { BucketCall, OutcomeReceiver, Store, StoreCapabilities } from './store.js';
+export { type Identity, limitFor, MAX_LIMIT, PLANS, type Plan } from './plans.js';
+export type { Store } from './store.js';

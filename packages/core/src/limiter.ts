@@ -1,9 +1,9 @@
 import { type Outcome, remainingTokens, resetAfterSeconds, retryAfterSeconds, UNITS_PER_TOKEN } from './bucket.js';
-import { DeadlineQueue, type PendingCall } from './deadlines.js';
+import { DeadlineQueue } from './deadlines.js';
 import { DEFAULT_ENDPOINTS, type EndpointMode, type EndpointRule, EndpointRules } from './endpoints.js';
 import { describeValue, RateLimitError } from './errors.js';
-import { limitFor, type Plan } from './plans.js';
-import type { OutcomeReceiver, Store } from './store.js';
+import { type Identity, limitFor } from './plans.js';
+import type { Store } from './store.js';
 
 /** Who answered a decision. */
 export type DecisionSource =
@@ -39,13 +39,13 @@ export interface Decision {
   rule: string | null;
 }
 
-export interface LimitRequest {
-  organization: string;
-  /** A rule key (`'POST /browsers'`) or a concrete `'<METHOD> <path>'` matched against the rules. */
+/** One request to limit: who is asking, for which endpoint, at what cost. */
+export interface LimitRequest extends Identity {
+  /**
+   * The rule key the caller already resolved (`'POST /browsers'`, as `ruleFor` returns it: a map lookup), or a
+   * concrete `'<METHOD> <path>'`, matched against the rules here, once.
+   */
   endpoint: string;
-  plan: Plan;
-  trial?: boolean | null;
-  override?: number | null;
   /** Tokens this request takes; default 1. */
   cost?: number;
 }
@@ -65,7 +65,7 @@ export interface LimiterOptions {
   onDecision?: (decision: Decision, request: LimitRequest) => void;
   /** What a decision does when the store fails or runs over budget; default 'fallback'. */
   onStoreError?: StoreErrorPolicy;
-  /** The store asked under 'fallback'; default the store's own `createFallback()` (Redis: a memory store). */
+  /** The store asked under 'fallback', e.g. `memoryStore()`: needed with a shared store (Redis) under that policy. */
   fallback?: Store;
   /** Longest a decision waits for the store, in ms; default 100. */
   storeTimeoutMs?: number;
@@ -76,10 +76,6 @@ export interface Limiter {
   consume(request: LimitRequest): Promise<Decision>;
   /** The decision consume would give, charging nothing. */
   peek(request: LimitRequest): Promise<Decision>;
-  /** `consume` without a promise; only for a synchronous store (memory), else it throws `invalid_option`. */
-  consumeSync(request: LimitRequest): Decision;
-  /** True when the store is synchronous, so `consumeSync` is available (middleware then decides without a promise). */
-  readonly synchronous: boolean;
   /** Makes the bucket full again. */
   reset(bucket: BucketRef): Promise<void>;
   /** The rule for a method and path, or undefined when the endpoint is unlimited. */
@@ -166,6 +162,27 @@ const POLICIES: readonly StoreErrorPolicy[] = ['fallback', 'deny', 'allow', 'thr
 
 type Operation = 'consume' | 'peek';
 
+function isStore(value: unknown): value is Store {
+  if (typeof value !== 'object' || value === null) return false;
+  const store = value as Store;
+  return (
+    typeof store.shared === 'boolean' &&
+    typeof store.consume === 'function' &&
+    typeof store.peek === 'function' &&
+    typeof store.reset === 'function' &&
+    typeof store.close === 'function'
+  );
+}
+
+/** Every store failure surfaces as a RateLimitError; the original error is its cause. */
+function storeError(error: unknown): RateLimitError {
+  if (error instanceof RateLimitError && (error.code === 'store_timeout' || error.code === 'store_unavailable')) {
+    return error;
+  }
+  const detail = error instanceof Error ? error.message : describeValue(error);
+  return new RateLimitError('store_unavailable', `ratecard: the store failed: ${detail}`, { cause: error });
+}
+
 class TokenBucketLimiter implements Limiter {
   private readonly store: Store;
   private readonly endpointRules: EndpointRules;
@@ -173,7 +190,6 @@ class TokenBucketLimiter implements Limiter {
   private readonly policy: StoreErrorPolicy;
   private readonly fallback: Store | undefined;
   private readonly deadlines: DeadlineQueue;
-  private readonly budgetMs: number;
   private closed = false;
   private warnedAboutHook = false;
 
@@ -184,21 +200,21 @@ class TokenBucketLimiter implements Limiter {
         `ratecard: createLimiter needs an options object, got ${describeValue(options)}`,
       );
     }
-    const { store } = options;
-    if (
-      typeof store !== 'object' ||
-      store === null ||
-      typeof store.consume !== 'function' ||
-      typeof store.peek !== 'function' ||
-      typeof store.reset !== 'function' ||
-      typeof store.capabilities !== 'object'
-    ) {
+    const { store, fallback } = options;
+    if (!isStore(store)) {
       throw new RateLimitError(
         'invalid_option',
         `ratecard: store must be a Store (see docs/stores.md), got ${describeValue(store)}`,
       );
     }
+    if (fallback !== undefined && !isStore(fallback)) {
+      throw new RateLimitError(
+        'invalid_option',
+        `ratecard: fallback must be a Store such as memoryStore(), got ${describeValue(fallback)}`,
+      );
+    }
     this.store = store;
+    this.fallback = fallback;
     this.endpointRules = new EndpointRules(options.endpoints ?? DEFAULT_ENDPOINTS);
     if (options.onDecision !== undefined && typeof options.onDecision !== 'function') {
       throw new RateLimitError(
@@ -214,14 +230,13 @@ class TokenBucketLimiter implements Limiter {
         `ratecard: onStoreError must be one of ${POLICIES.join(', ')}, got ${describeValue(policy)}`,
       );
     }
-    this.policy = policy;
-    this.fallback = options.fallback ?? store.createFallback?.();
-    if (policy === 'fallback' && this.fallback === undefined && store.capabilities.shared) {
+    if (policy === 'fallback' && fallback === undefined && store.shared) {
       throw new RateLimitError(
         'invalid_option',
-        "ratecard: onStoreError 'fallback' needs a fallback store for this store: pass fallback: memoryStore()",
+        "ratecard: onStoreError 'fallback' (the default) needs a fallback store for a shared store: pass fallback: memoryStore(), or choose onStoreError 'allow', 'deny' or 'throw'",
       );
     }
+    this.policy = policy;
     const budget = options.storeTimeoutMs ?? 100;
     if (typeof budget !== 'number' || !Number.isFinite(budget) || budget <= 0) {
       throw new RateLimitError(
@@ -229,12 +244,10 @@ class TokenBucketLimiter implements Limiter {
         `ratecard: storeTimeoutMs must be a positive number of milliseconds, got ${describeValue(budget)}`,
       );
     }
-    this.budgetMs = budget;
-    this.deadlines = new DeadlineQueue(budget);
-  }
-
-  get synchronous(): boolean {
-    return this.store.capabilities.synchronous;
+    this.deadlines = new DeadlineQueue(
+      budget,
+      () => new RateLimitError('store_timeout', `ratecard: the store did not answer within ${budget} ms`),
+    );
   }
 
   get rules(): readonly EndpointRule[] {
@@ -246,28 +259,11 @@ class TokenBucketLimiter implements Limiter {
   }
 
   consume(request: LimitRequest): Promise<Decision> {
-    return this.run(request, 'consume');
+    return this.decide(request, 'consume');
   }
 
   peek(request: LimitRequest): Promise<Decision> {
-    return this.run(request, 'peek');
-  }
-
-  consumeSync(request: LimitRequest): Decision {
-    if (!this.store.capabilities.synchronous) {
-      throw new RateLimitError(
-        'invalid_option',
-        'ratecard: consumeSync needs a synchronous store (memory); use consume',
-      );
-    }
-    this.checkOpen();
-    const rule = this.ruleOf(request);
-    // Validated even for an unlimited endpoint, so that a caller's bug shows wherever it is.
-    const limit = limitFor(request);
-    const cost = checkCost(request.cost, limit);
-    if (rule === undefined) return this.report(UNLIMITED, request);
-    const outcome = this.store.consume(request.organization, rule.key, limit, cost) as Outcome;
-    return this.report(decide(outcome, rule, limit, cost, 'store'), request);
+    return this.decide(request, 'peek');
   }
 
   async reset(bucket: BucketRef): Promise<void> {
@@ -276,10 +272,11 @@ class TokenBucketLimiter implements Limiter {
     checkName(bucket?.endpoint, 'endpoint');
     const key = this.endpointRules.forEndpoint(bucket.endpoint)?.key ?? bucket.endpoint;
     if (this.fallback !== undefined) await this.fallback.reset(bucket.organization, key);
+    const deadline = this.deadlines.deadlineFromNow();
     try {
-      await this.withinBudget(this.store.reset(bucket.organization, key));
+      await this.deadlines.race(Promise.resolve(this.store.reset(bucket.organization, key)), deadline);
     } catch (error) {
-      throw this.asStoreError(error);
+      throw storeError(error);
     }
   }
 
@@ -291,176 +288,59 @@ class TokenBucketLimiter implements Limiter {
     if (this.fallback !== undefined) await this.fallback.close();
   }
 
-  private checkOpen(): void {
-    if (this.closed) throw new RateLimitError('store_closed', 'ratecard: the limiter is closed');
-  }
-
-  private ruleOf(request: LimitRequest): EndpointRule | undefined {
+  /**
+   * The one decision path: validate, ask the store within the time budget, decide; when the store fails or runs
+   * over budget, the failure policy answers instead (here and nowhere else).
+   */
+  private async decide(request: LimitRequest, operation: Operation): Promise<Decision> {
+    this.checkOpen();
     if (typeof request !== 'object' || request === null) {
       throw new RateLimitError(
         'invalid_argument',
         `ratecard: a request object is needed, got ${describeValue(request)}`,
       );
     }
-    checkName(request.organization, 'organization');
-    checkName(request.endpoint, 'endpoint');
-    return this.endpointRules.forEndpoint(request.endpoint);
-  }
-
-  private run(request: LimitRequest, operation: Operation): Promise<Decision> {
-    let rule: EndpointRule | undefined;
-    let limit: number;
-    let cost: number;
+    const { organization, endpoint } = request;
+    checkName(organization, 'organization');
+    checkName(endpoint, 'endpoint');
+    const rule = this.endpointRules.forEndpoint(endpoint);
+    // Validated even for an unlimited endpoint, so that a caller's bug shows wherever it is.
+    const limit = limitFor(request);
+    const cost = checkCost(request.cost, limit);
+    if (rule === undefined) return this.report(UNLIMITED, request);
+    let outcome: Outcome;
+    let source: DecisionSource = 'store';
     try {
-      this.checkOpen();
-      rule = this.ruleOf(request);
-      // Validated even for an unlimited endpoint, so that a caller's bug shows wherever it is.
-      limit = limitFor(request);
-      cost = checkCost(request.cost, limit);
-      if (rule === undefined) return Promise.resolve(this.report(UNLIMITED, request));
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    let answer: Outcome | Promise<Outcome>;
-    // Taken before the call so the store can drop it, unsent, once the limiter has answered it by policy.
-    const deadline = this.store.capabilities.synchronous ? undefined : this.deadlines.deadlineFromNow();
-    if (deadline !== undefined && operation === 'consume' && this.store.consumeTo !== undefined) {
-      return this.consumeThrough(request, rule, limit, cost, deadline);
-    }
-    try {
-      answer =
+      // Passed to the store too, so that it drops a queued call once the policy below has answered it.
+      const deadline = this.deadlines.deadlineFromNow();
+      const answer =
         operation === 'consume'
-          ? this.store.consume(request.organization, rule.key, limit, cost, deadline)
-          : this.store.peek(request.organization, rule.key, limit, cost);
+          ? this.store.consume(organization, rule.key, limit, cost, deadline)
+          : this.store.peek(organization, rule.key, limit, cost);
+      outcome = typeof answer === 'number' ? answer : await this.deadlines.race(answer, deadline);
     } catch (error) {
-      return this.onStoreFailure(this.asStoreError(error), request, rule, limit, cost, operation);
-    }
-    if (typeof answer === 'number') {
-      return Promise.resolve(this.report(decide(answer, rule, limit, cost, 'store'), request));
-    }
-    return this.settle(answer, request, rule, limit, cost, operation, deadline ?? this.deadlines.deadlineFromNow());
-  }
-
-  /**
-   * An asynchronous consume with one promise: the pending call is at once the store's receiver and the deadline
-   * queue's entry, and whichever of the two reaches it first answers the caller. A store that answers at once (a
-   * deny cache's hit) costs no promise executor and no deadline entry: its answer is returned already settled.
-   */
-  private consumeThrough(
-    request: LimitRequest,
-    rule: EndpointRule,
-    limit: number,
-    cost: number,
-    deadline: number,
-  ): Promise<Decision> {
-    const call = new PendingConsume(this, request, rule, limit, cost, deadline);
-    try {
-      (this.store.consumeTo as NonNullable<Store['consumeTo']>)(
-        request.organization,
-        rule.key,
-        limit,
-        cost,
-        deadline,
-        call,
-      );
-    } catch (error) {
-      // The contract says consumeTo never throws; a store that does still gets the failure policy.
-      call.fail(error);
-    }
-    const early = call.early;
-    if (early !== undefined) return Promise.resolve(early);
-    this.deadlines.watch(call);
-    return new Promise<Decision>((resolve) => {
-      call.resolve = resolve;
-    });
-  }
-
-  /** Waits for an asynchronous store answer within the budget, else applies the failure policy. */
-  private settle(
-    answer: Promise<Outcome>,
-    request: LimitRequest,
-    rule: EndpointRule,
-    limit: number,
-    cost: number,
-    operation: Operation,
-    deadline: number,
-  ): Promise<Decision> {
-    return this.withinBudget(answer, deadline).then(
-      (outcome) => this.report(decide(outcome, rule, limit, cost, 'store'), request),
-      (error: unknown) => this.onStoreFailure(this.asStoreError(error), request, rule, limit, cost, operation),
-    );
-  }
-
-  /** The answer when the store failed or ran out of time: the policy's decision, or a rejection under 'throw'. */
-  async onStoreFailure(
-    error: RateLimitError,
-    request: LimitRequest,
-    rule: EndpointRule,
-    limit: number,
-    cost: number,
-    operation: Operation,
-  ): Promise<Decision> {
-    switch (this.policy) {
-      case 'throw':
-        throw error;
-      case 'allow':
-      case 'deny':
-        return this.report(decideWithoutStore(this.policy, rule, limit, cost), request);
-      case 'fallback': {
-        const fallback = this.fallback;
-        if (fallback === undefined) throw error;
-        const outcome =
-          operation === 'consume'
-            ? await fallback.consume(request.organization, rule.key, limit, cost)
-            : await fallback.peek(request.organization, rule.key, limit, cost);
-        return this.report(decide(outcome, rule, limit, cost, 'fallback'), request);
+      const failure = storeError(error);
+      const policy = this.policy;
+      if (policy === 'allow' || policy === 'deny') {
+        return this.report(decideWithoutStore(policy, rule, limit, cost), request);
       }
+      const fallback = this.fallback;
+      if (policy === 'throw' || fallback === undefined) throw failure;
+      source = 'fallback';
+      outcome =
+        operation === 'consume'
+          ? await fallback.consume(organization, rule.key, limit, cost)
+          : await fallback.peek(organization, rule.key, limit, cost);
     }
+    return this.report(decide(outcome, rule, limit, cost, source), request);
   }
 
-  /** Every store failure surfaces as a RateLimitError; the original error is its cause. */
-  asStoreError(error: unknown): RateLimitError {
-    if (error instanceof RateLimitError && (error.code === 'store_timeout' || error.code === 'store_unavailable')) {
-      return error;
-    }
-    const detail = error instanceof Error ? error.message : describeValue(error);
-    return new RateLimitError('store_unavailable', `ratecard: the store failed: ${detail}`, { cause: error });
-  }
-
-  /**
-   * The store's answer, or a `store_timeout` rejection once `deadline` passes (or the limiter closes), whichever
-   * comes first. One shared timer watches every pending call (see deadlines.ts).
-   */
-  private withinBudget<T>(work: T | Promise<T>, deadline = this.deadlines.deadlineFromNow()): Promise<T> {
-    if (!(work instanceof Promise)) return Promise.resolve(work);
-    return new Promise<T>((resolve, reject) => {
-      const call: PendingCall = {
-        deadline,
-        open: true,
-        expire: () => reject(this.timeoutError()),
-      };
-      this.deadlines.watch(call);
-      work.then(
-        (value) => {
-          if (!call.open) return;
-          call.open = false;
-          resolve(value);
-        },
-        (error: unknown) => {
-          if (!call.open) return;
-          call.open = false;
-          reject(error);
-        },
-      );
-    });
-  }
-
-  timeoutError(): RateLimitError {
-    return new RateLimitError('store_timeout', `ratecard: the store did not answer within ${this.budgetMs} ms`);
+  private checkOpen(): void {
+    if (this.closed) throw new RateLimitError('store_closed', 'ratecard: the limiter is closed');
   }
 
   /** Hands a decision to the onDecision hook, if any, and returns it. */
-  report(decision: Decision, request: LimitRequest): Decision {
+  private report(decision: Decision, request: LimitRequest): Decision {
     const hook = this.onDecision;
     if (hook !== undefined) {
       try {
@@ -475,55 +355,6 @@ class TokenBucketLimiter implements Limiter {
       }
     }
     return decision;
-  }
-}
-
-/**
- * A consume waiting for an asynchronous store that offers consumeTo: the store's receiver and the deadline queue's
- * entry in one object, so the call costs one promise (the caller's) and no closure per outcome.
- */
-class PendingConsume implements PendingCall, OutcomeReceiver {
-  open = true;
-  /** Settles the caller's promise, once the limiter has made it (after consumeTo returned without an answer). */
-  resolve: ((decision: Decision | Promise<Decision>) => void) | undefined = undefined;
-  /** An answer given before the promise existed, during consumeTo itself. */
-  early: Decision | Promise<Decision> | undefined = undefined;
-
-  constructor(
-    private readonly limiter: TokenBucketLimiter,
-    private readonly request: LimitRequest,
-    private readonly rule: EndpointRule,
-    private readonly limit: number,
-    private readonly cost: number,
-    readonly deadline: number,
-  ) {}
-
-  settle(outcome: Outcome): void {
-    if (!this.open) return;
-    this.open = false;
-    const decision = decide(outcome, this.rule, this.limit, this.cost, 'store');
-    this.answer(this.limiter.report(decision, this.request));
-  }
-
-  fail(error: unknown): void {
-    if (!this.open) return;
-    this.open = false;
-    this.answerByPolicy(this.limiter.asStoreError(error));
-  }
-
-  /** Called by the deadline queue, which has already closed the call. */
-  expire(): void {
-    this.answerByPolicy(this.limiter.timeoutError());
-  }
-
-  private answerByPolicy(error: RateLimitError): void {
-    // A promise: the fallback store may be asynchronous, and under 'throw' it rejects, which rejects the caller's.
-    this.answer(this.limiter.onStoreFailure(error, this.request, this.rule, this.limit, this.cost, 'consume'));
-  }
-
-  private answer(decision: Decision | Promise<Decision>): void {
-    if (this.resolve === undefined) this.early = decision;
-    else this.resolve(decision);
   }
 }
 

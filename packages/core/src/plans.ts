@@ -13,7 +13,9 @@ export type Plan = keyof typeof PLANS;
  */
 export const MAX_LIMIT = 1_000_000_000;
 
-export interface OrganizationPlan {
+/** Who is asking: an organization, and what sets its limit. */
+export interface Identity {
+  organization: string;
   plan: Plan;
   /** A trial organization gets the Start-Up limit whatever its plan. */
   trial?: boolean | null;
@@ -41,7 +43,7 @@ function planLimit(plan: unknown): number {
 }
 
 /** The limit (requests per minute, = bucket capacity) of an organization: override, else trial, else plan. */
-export function limitFor(org: OrganizationPlan): number {
+export function limitFor(org: Pick<Identity, 'plan' | 'trial' | 'override'>): number {
   // Checking the plan even when an override wins keeps a typo in the plan from hiding behind the override.
   const limit = planLimit(org.plan);
   const override = org.override;

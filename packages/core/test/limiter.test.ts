@@ -7,7 +7,7 @@ import {
   RateLimitError,
   UNITS_PER_TOKEN,
 } from '../src/index.js';
-import { ReceivingStore, ScriptedStore } from './scripted-store.js';
+import { ScriptedStore } from './scripted-store.js';
 
 const developer: LimitRequest = { organization: 'org_a', endpoint: 'POST /browsers', plan: 'developer' };
 
@@ -17,18 +17,11 @@ afterEach(async () => {
   limiter = undefined;
 });
 
-function makeWith<S extends ScriptedStore = ScriptedStore>(
-  options: Partial<Parameters<typeof createLimiter>[0]> = {},
-  Kind: new () => S = ScriptedStore as new () => S,
-) {
-  const store = new Kind();
+function make(options: Partial<Parameters<typeof createLimiter>[0]> = {}) {
+  const store = new ScriptedStore();
   const fallback = new ScriptedStore();
   limiter = createLimiter({ store, fallback, storeTimeoutMs: 50, ...options });
   return { store, fallback, limiter };
-}
-
-function make(options: Partial<Parameters<typeof createLimiter>[0]> = {}) {
-  return makeWith(options);
 }
 
 async function rejection(promise: Promise<unknown>): Promise<RateLimitError> {
@@ -132,27 +125,21 @@ describe('createLimiter', () => {
     expect(seen.map((d) => d.mode)).toEqual(['enforce', 'unlimited']);
   });
 
-  it('says whether consumeSync is available', async () => {
-    expect(make().limiter.synchronous).toBe(false);
+  it('decides at once from a store that answers with plain values', async () => {
     const full = 10 * UNITS_PER_TOKEN;
+    let calls = 0;
     const inProcess = createLimiter({
       store: {
-        capabilities: { shared: false, synchronous: true },
-        consume: (_o, _e, _l, cost) => full - cost * UNITS_PER_TOKEN,
+        shared: false,
+        consume: (_o, _e, _l, cost) => full - ++calls * cost * UNITS_PER_TOKEN,
         peek: () => full,
-        consumeBatch: () => [],
         reset: () => undefined,
         close: () => undefined,
       },
     });
-    expect(inProcess.synchronous).toBe(true);
-    expect(inProcess.consumeSync(developer).remaining).toBe(9);
+    expect((await inProcess.consume(developer)).remaining).toBe(9);
+    expect((await inProcess.consume(developer)).remaining).toBe(8);
     await inProcess.close();
-  });
-
-  it('refuses consumeSync on an asynchronous store', () => {
-    const { limiter } = make();
-    expect(() => limiter.consumeSync(developer)).toThrowError(expect.objectContaining({ code: 'invalid_option' }));
   });
 
   it('rejects options it cannot use', () => {
@@ -161,15 +148,11 @@ describe('createLimiter', () => {
     expect(() => createLimiter({ store, storeTimeoutMs: 0, onStoreError: 'allow' })).toThrowError(/storeTimeoutMs/);
     expect(() => createLimiter({ store })).toThrowError(/needs a fallback store/);
     expect(() => createLimiter({ store: {} as ScriptedStore })).toThrowError(/store must be a Store/);
+    expect(() => createLimiter({ store, fallback: {} as ScriptedStore })).toThrowError(/fallback must be a Store/);
   });
 });
 
-describe.each([
-  ['promises', ScriptedStore],
-  ['a receiver (consumeTo)', ReceivingStore],
-] as const)('failure policy, the store answering with %s', (_, Kind) => {
-  const make = (options: Partial<Parameters<typeof createLimiter>[0]> = {}) => makeWith(options, Kind);
-
+describe('failure policy', () => {
   it("'fallback' answers from the fallback store when the store fails", async () => {
     const { store, limiter } = make({ onStoreError: 'fallback' });
     store.behaviour = 'reject';
@@ -259,55 +242,40 @@ describe.each([
   });
 });
 
-describe('a store that answers through a receiver', () => {
-  it('is asked through consumeTo, one call per consume, and decides as the promise path does', async () => {
-    const { store, limiter } = makeWith({}, ReceivingStore);
-    const decisions = [];
-    for (let i = 0; i < 11; i++) decisions.push(await limiter.consume(developer));
-    expect(store.receiverCalls).toBe(11);
-    expect(decisions.map((d) => d.remaining)).toEqual([9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0]);
-    expect(decisions[10]).toMatchObject({ allowed: false, retryAfter: 6, source: 'store' });
-  });
-
-  it('answers by the policy when consumeTo throws, against its contract', async () => {
-    const { store, limiter } = makeWith({ onStoreError: 'deny' }, ReceivingStore);
-    store.throwFromConsumeTo = true;
+describe('failure policy, in the corners', () => {
+  it('answers by the policy when the store throws instead of rejecting, against its contract', async () => {
+    const { store, limiter } = make({ onStoreError: 'deny' });
+    store.behaviour = 'throw';
     expect(await limiter.consume(developer)).toMatchObject({ source: 'fail-closed', allowed: false });
   });
 
   it('keeps the policy answer when the store settles after the budget, and counts a late failure nowhere', async () => {
-    const { store, limiter } = makeWith({ onStoreError: 'allow' }, ReceivingStore);
-    store.holdReceivers = true;
+    const { store, limiter } = make({ onStoreError: 'allow' });
+    store.behaviour = 'hold';
     const seen: Decision[] = [];
     limiter.consume(developer).then((decision) => seen.push(decision));
     limiter.consume(developer).then((decision) => seen.push(decision));
     await new Promise((resolve) => setTimeout(resolve, 80));
     expect(seen.map((d) => d.source)).toEqual(['fail-open', 'fail-open']);
-    (store.heldReceivers[0] as { settle(outcome: number): void }).settle(0);
-    (store.heldReceivers[1] as { fail(error: unknown): void }).fail(new Error('late'));
+    store.held[0]?.(0);
+    store.held[1]?.(new Error('late'));
     await new Promise((resolve) => setTimeout(resolve, 10));
     expect(seen).toHaveLength(2);
   });
 
-  it('answers a call the store settles before consumeTo returns, at once or by the policy', async () => {
-    const { store, limiter } = makeWith({ onStoreError: 'throw' }, ReceivingStore);
+  it('decides from the store when it answers within the budget', async () => {
+    const { store, limiter } = make({ onStoreError: 'throw' });
+    store.behaviour = 'hold';
+    const pending = limiter.consume(developer);
     // Half a token held: the other half takes 3 s at 10 per minute.
-    store.answerAtOnce = -1 - 30_000;
-    expect(await limiter.consume(developer)).toMatchObject({ allowed: false, retryAfter: 3, source: 'store' });
-    store.answerAtOnce = new Error('refused at once');
-    const error = await rejection(limiter.consume(developer));
-    expect(error.code).toBe('store_unavailable');
-    expect((error.cause as Error).message).toBe('refused at once');
+    store.held[0]?.(-1 - 30_000);
+    expect(await pending).toMatchObject({ allowed: false, retryAfter: 3, source: 'store' });
   });
 
-  it('settles a held call with the first of its answers only', async () => {
-    const { store, limiter } = makeWith({}, ReceivingStore);
-    store.holdReceivers = true;
-    const pending = limiter.consume(developer);
-    const receiver = store.heldReceivers[0] as { settle(outcome: number): void; fail(error: unknown): void };
-    receiver.settle(9 * 60_000);
-    receiver.fail(new Error('after the answer'));
-    receiver.settle(0);
-    expect(await pending).toMatchObject({ source: 'store', remaining: 9 });
+  it('peeks through the fallback when the store fails, charging nothing', async () => {
+    const { store, limiter } = make();
+    store.behaviour = 'reject';
+    expect(await limiter.peek(developer)).toMatchObject({ source: 'fallback', remaining: 9 });
+    expect(await limiter.peek(developer)).toMatchObject({ source: 'fallback', remaining: 9 });
   });
 });

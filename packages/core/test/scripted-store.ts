@@ -1,38 +1,39 @@
-import {
-  type BucketCall,
-  type Outcome,
-  type OutcomeReceiver,
-  type Store,
-  take,
-  UNITS_PER_TOKEN,
-  unitsAt,
-} from '../src/index.js';
+import { type Outcome, type Store, take, UNITS_PER_TOKEN, unitsAt } from '../src/index.js';
 
-export type Behaviour = 'answer' | 'reject' | 'hang';
+/** 'throw': throws from the call itself, against the contract; 'hold': answers when the test calls `release`. */
+export type Behaviour = 'answer' | 'reject' | 'hang' | 'throw' | 'hold';
 
 /**
  * An asynchronous store for exercising the limiter's failure policy: it keeps buckets with core's arithmetic and
- * answers, rejects or never answers, as the test sets `behaviour`. Calls are counted so tests can prove that bad
+ * answers, rejects, throws, holds or never answers, as the test sets `behaviour`. Calls are counted so tests can prove that bad
  * input reaches no store.
  */
 export class ScriptedStore implements Store {
-  readonly capabilities = { shared: true, synchronous: false };
+  readonly shared = true;
   behaviour: Behaviour = 'answer';
   calls = 0;
   now = 1_700_000_000_000;
   closed = false;
   /** The deadline the limiter passed with the last consume. */
   lastDeadline: number | undefined;
+  /** Calls held under 'hold': each settles its call with an outcome or an error, once. */
+  readonly held: ((answer: Outcome | Error) => void)[] = [];
   private readonly buckets = new Map<string, { units: number; at: number; limit: number }>();
 
   private answer<T>(work: () => T): Promise<T> {
     this.calls++;
     if (this.behaviour === 'reject') return Promise.reject(new Error('connection refused'));
     if (this.behaviour === 'hang') return new Promise<T>(() => {});
+    if (this.behaviour === 'throw') throw new Error('the store broke its contract');
+    if (this.behaviour === 'hold') {
+      return new Promise<T>((resolve, reject) => {
+        this.held.push((answer) => (answer instanceof Error ? reject(answer) : resolve(answer as T)));
+      });
+    }
     return Promise.resolve().then(work);
   }
 
-  private held(key: string, limit: number): number {
+  private unitsHeld(key: string, limit: number): number {
     const bucket = this.buckets.get(key);
     return bucket === undefined
       ? limit * UNITS_PER_TOKEN
@@ -43,18 +44,14 @@ export class ScriptedStore implements Store {
     this.lastDeadline = deadline;
     return this.answer(() => {
       const key = `${organization}\u0000${endpoint}`;
-      const outcome = take(this.held(key, limit), cost);
+      const outcome = take(this.unitsHeld(key, limit), cost);
       if (outcome >= 0) this.buckets.set(key, { units: outcome, at: this.now, limit });
       return outcome;
     });
   }
 
   peek(organization: string, endpoint: string, limit: number, cost: number): Promise<Outcome> {
-    return this.answer(() => take(this.held(`${organization}\u0000${endpoint}`, limit), cost));
-  }
-
-  consumeBatch(calls: readonly BucketCall[]): Promise<Outcome[]> {
-    return Promise.all(calls.map((c) => this.consume(c.organization, c.endpoint, c.limit, c.cost)));
+    return this.answer(() => take(this.unitsHeld(`${organization}\u0000${endpoint}`, limit), cost));
   }
 
   reset(organization: string, endpoint: string): Promise<void> {
@@ -65,44 +62,5 @@ export class ScriptedStore implements Store {
 
   close(): void {
     this.closed = true;
-  }
-}
-
-/**
- * The same store offering `consumeTo`, the limiter's one-promise path: it answers through the receiver, and can be
- * told to break the contract by throwing, or to hold receivers for the test to settle by hand.
- */
-export class ReceivingStore extends ScriptedStore {
-  receiverCalls = 0;
-  throwFromConsumeTo = false;
-  /** When set, every consumeTo is answered before it returns, with this outcome (a deny cache's hit), or failed. */
-  answerAtOnce: number | Error | undefined = undefined;
-  /** When true, receivers are kept in `heldReceivers` instead of being answered. */
-  holdReceivers = false;
-  readonly heldReceivers: OutcomeReceiver[] = [];
-
-  consumeTo(
-    organization: string,
-    endpoint: string,
-    limit: number,
-    cost: number,
-    deadline: number,
-    receiver: OutcomeReceiver,
-  ): void {
-    this.receiverCalls++;
-    if (this.throwFromConsumeTo) throw new Error('consumeTo broke its contract');
-    if (this.answerAtOnce !== undefined) {
-      if (this.answerAtOnce instanceof Error) receiver.fail(this.answerAtOnce);
-      else receiver.settle(this.answerAtOnce);
-      return;
-    }
-    if (this.holdReceivers) {
-      this.heldReceivers.push(receiver);
-      return;
-    }
-    this.consume(organization, endpoint, limit, cost, deadline).then(
-      (outcome) => receiver.settle(outcome),
-      (error: unknown) => receiver.fail(error),
-    );
   }
 }

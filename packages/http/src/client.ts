@@ -1,4 +1,13 @@
 import { describeValue, RateLimitError } from '@ratecard/core';
+import {
+  type Quota,
+  type RateLimitReason,
+  readRateLimitFields,
+  refusalWait,
+  type WaitSource,
+} from './rate-limit-fields.js';
+
+export type { RateLimitReason, WaitSource };
 
 /** The shape of the global `fetch`. */
 export type FetchFunction = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
@@ -14,33 +23,70 @@ export interface Clock {
 export interface RateLimitedFetchOptions {
   /** The fetch that sends the requests; default the global `fetch`, looked up per call. */
   fetch?: FetchFunction;
-  /** Retries after a 429, per call; default 3. 0 turns retrying off (pacing still runs). */
+  /** Retries after a 429, per call; default 3. 0 turns retrying off (waiting for the shared budget still runs). */
   maxRetries?: number;
   /**
-   * Longest single wait in milliseconds; default 60 000. A 429 whose Retry-After asks for more is returned as is, and
-   * pacing never holds a request longer than this.
+   * Longest a call waits, in milliseconds; default 60 000. A 429 asking for longer is returned at once, and a call that
+   * would have to wait longer for its budget gets a 429 from the client at once, without being sent.
    */
   maxWait?: number;
-  /** Pace requests from X-RateLimit-Remaining and X-RateLimit-Limit; default true. */
+  /** Pace requests from the quota fields servers send (IETF RateLimit, draft-6 RateLimit-*, X-RateLimit-*); default true. */
   pace?: boolean;
   /**
-   * Which requests share a pacing budget; default method, origin and path (`POST https://api.example.com/browsers`).
-   * Return the same key for paths that one server rule counts together, or include the API key when one client
-   * sends for several organizations.
+   * Which requests share one budget; default the origin (`https://api.example.com`). Return a finer key when the server
+   * counts paths apart (ratecard counts per rule), or include the API key when one client sends for several accounts.
    */
   key?: (method: string, url: URL) => string;
+  /** Called once for each wait, when it ends: for logs and metrics. Errors it throws are ignored. */
+  onWait?: (event: WaitEvent) => void;
   /** Default: `performance.now()` and `setTimeout`. */
   clock?: Clock;
 }
 
-/** What the client knows of one bucket: the last X-RateLimit-* it saw, and when. */
+/** One wait of one call, reported through `onWait`. */
+export interface WaitEvent {
+  /** The budget's key (by default the origin). */
+  key: string;
+  /** How long the call was held, in milliseconds. */
+  ms: number;
+  /** What held it last. */
+  reason: RateLimitReason;
+  /** `sent`: the request went on; `gave-up`: it could not go within maxWait and got a 429; `aborted`: its signal fired. */
+  outcome: 'sent' | 'gave-up' | 'aborted';
+}
+
+/** The reason attached to a 429 the client returns; `sent` is false when the client answered without sending. */
+export interface RefusalReason extends RateLimitReason {
+  sent: boolean;
+}
+
+/** One call waiting for its budget. */
+interface Waiter {
+  since: number;
+  /** clock.now() after which it no longer waits. */
+  deadline: number;
+  reason: RateLimitReason;
+  go: (refusal: Response | undefined) => void;
+}
+
+/** What the client knows of one server budget (one key), shared by every call that uses it. */
 interface Budget {
-  limit: number;
-  remaining: number;
-  /** clock.now() when those headers arrived. */
-  at: number;
-  /** Requests let through since then that have not been answered yet. */
+  key: string;
+  /** The quotas of the last answer that stated any, and clock.now() when it arrived. */
+  quotas: Quota[];
+  quotaAt: number;
+  /** No request goes before this, because of a 429. */
+  blockedUntil: number;
+  block: RateLimitReason | undefined;
+  /** After a 429 the next request goes alone, and the others wait for its answer. */
+  probing: boolean;
+  /** Requests sent and not answered yet. */
   inFlight: number;
+  queue: Waiter[];
+  /** Waiters released in a row are spaced by a random gap, so a queue never leaves all at once. */
+  nextRelease: number;
+  wakeAt: number;
+  wake: AbortController | undefined;
 }
 
 /** Budgets kept at once; the oldest goes first. A client talks to few endpoints, this only bounds a misuse of `key`. */
@@ -90,7 +136,7 @@ function checkOptions(options: RateLimitedFetchOptions): void {
       `ratecard: maxWait must be a number of milliseconds from 0 to ${MAX_TIMER_MS}, got ${describeValue(maxWait)}`,
     );
   }
-  for (const name of ['fetch', 'key'] as const) {
+  for (const name of ['fetch', 'key', 'onWait'] as const) {
     if (options[name] !== undefined && typeof options[name] !== 'function') {
       throw new RateLimitError(
         'invalid_option',
@@ -127,21 +173,27 @@ function canReplay(input: string | URL | Request, init: RequestInit | undefined)
   );
 }
 
-/** Retry-After in milliseconds: delay-seconds or an HTTP-date; undefined when absent or unreadable. */
-function retryAfterMs(response: Response): number | undefined {
-  const value = response.headers.get('retry-after')?.trim();
-  if (value === undefined || value === '') return undefined;
-  if (/^\d+$/.test(value)) return Number(value) * 1000;
-  const date = Date.parse(value);
-  if (Number.isNaN(date)) return undefined;
-  return Math.max(0, date - Date.now());
-}
+/** A 429 whose wait works out to zero or less waits this long: a refusal never means "again at once". */
+const MINIMUM_WAIT_MS = 1000;
 
-/** A header that must be a non-negative whole number, else undefined. */
-function counter(response: Response, name: string): number | undefined {
-  const value = response.headers.get(name)?.trim();
-  if (value === undefined || !/^\d{1,15}$/.test(value)) return undefined;
-  return Number(value);
+/** A 429 with a Retry-After that cannot be read waits this long, doubled on each retry of the same call. */
+const DEFAULT_WAIT_MS = 1000;
+
+/** The gap between two waiters released in a row: 5 to 50 ms, at random. */
+const GAP_MIN_MS = 5;
+const GAP_SPREAD_MS = 45;
+
+const PROBE: RateLimitReason = { source: 'probe', waitMs: 0 };
+
+/** The reasons attached to the 429s the client returns. */
+const reasons = new WeakMap<Response, RefusalReason>();
+
+/**
+ * Why a 429 returned by `rateLimitedFetch` was not waited out: which field asked for how long, and whether the request
+ * was sent at all. Undefined for any other response.
+ */
+export function rateLimitReason(response: Response): RefusalReason | undefined {
+  return reasons.get(response);
 }
 
 function requestSignal(input: string | URL | Request, init: RequestInit | undefined): AbortSignal | undefined {
@@ -156,18 +208,66 @@ async function discard(response: Response): Promise<void> {
   }
 }
 
+/** The 429 a call gets, without being sent, when its budget would hold it past maxWait. */
+function refuse(reason: RateLimitReason): Response {
+  const response = new Response(null, {
+    status: 429,
+    statusText: 'Too Many Requests',
+    headers: { 'retry-after': String(Math.max(1, Math.ceil(reason.waitMs / 1000))) },
+  });
+  reasons.set(response, { ...reason, sent: false });
+  return response;
+}
+
 /**
- * A fetch that follows the spec's client rules:
+ * When a quota lets the next request go: at once while it has a whole request to spare beyond those in flight; at
+ * its reset when it states one (a window-counting server gives everything back then); otherwise as it refills,
+ * limit per window, continuously (a token bucket such as ratecard's sends no reset). Infinity: the quota's window is
+ * over and a request in flight will bring the new one.
+ */
+function quotaReadyAt(quota: Quota, at: number, inFlight: number, now: number): number {
+  if (quota.remaining >= inFlight + 1) return now;
+  const window = quota.windowMs ?? 60_000;
+  if (quota.resetMs !== undefined || quota.limit === undefined) {
+    const resetAt = at + (quota.resetMs ?? window);
+    if (now < resetAt) return resetAt;
+    return inFlight > 0 ? Number.POSITIVE_INFINITY : now;
+  }
+  const refilled = (Math.max(0, now - at) * quota.limit) / window;
+  const tokens = Math.min(quota.limit, quota.remaining + refilled) - inFlight;
+  if (tokens >= 1) return now;
+  return now + Math.ceil(((1 - tokens) * window) / quota.limit);
+}
+
+/**
+ * Answers to concurrent requests can arrive out of order. Within one window a quota only goes down, so a count higher
+ * than the one already known for the same window (same policy, a reset within a second and a half) is a stale answer.
+ */
+function lowest(quota: Quota, now: number, budget: Budget): Quota {
+  if (quota.resetMs === undefined) return quota;
+  const known = budget.quotas.find((old) => old.source === quota.source && old.policy === quota.policy);
+  if (known?.resetMs === undefined || known.remaining >= quota.remaining) return quota;
+  const sameWindow = Math.abs(budget.quotaAt + known.resetMs - (now + quota.resetMs)) < 1500;
+  return sameWindow ? { ...quota, remaining: known.remaining } : quota;
+}
+
+function gap(): number {
+  return GAP_MIN_MS + Math.random() * GAP_SPREAD_MS;
+}
+
+/**
+ * A fetch for rate-limited APIs:
  *
- * 1. On a 429 it reads Retry-After (seconds or an HTTP-date), waits that long and retries, at most `maxRetries` times
- *    and never waiting longer than `maxWait` (a longer Retry-After returns the 429). A request whose body is a stream
- *    is not retried. When retries run out, the last 429 is returned.
- * 2. It paces sustained work: from each response's X-RateLimit-Remaining and X-RateLimit-Limit it estimates the tokens
- *    the bucket holds (refilling at limit/60 per second, counting requests still in flight) and holds a request back
- *    until one token is there, so a steady loop runs at the limit instead of bouncing off 429s.
+ * 1. It reads every rate-limit dialect: `retry-after-ms` and `Retry-After` (seconds, or an HTTP-date measured against
+ *    the response's Date), the IETF `RateLimit`/`RateLimit-Policy` fields (RFC 9651, several policies: the most
+ *    restrictive wins), draft-6 `RateLimit-*` and `X-RateLimit-*`, and the window or reset each states.
+ * 2. Calls sharing one client share one budget per key (by default per origin): a 429 or a spent quota holds every
+ *    call, and when the wait ends they are let through one at a time, spaced by a random gap. While the server has
+ *    stated no quota, and right after a 429, one request goes at a time, each after the previous answer.
+ * 3. A call waits at most `maxWait` and retries at most `maxRetries` times; otherwise it gets a 429 at once, with
+ *    `rateLimitReason(response)` saying why. The request's signal aborts a wait at once; `onWait` reports each wait.
  *
- * Waits are abortable through the request's signal (the promise rejects with the signal's reason) and use a timer only
- * while waiting, so nothing is left to keep the process alive.
+ * A request whose body is a stream is not retried. Timers exist only while a call waits.
  */
 export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): FetchFunction {
   checkOptions(options);
@@ -175,7 +275,8 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): FetchFu
   const maxWait = options.maxWait ?? 60_000;
   const pace = options.pace ?? true;
   const clock = options.clock ?? defaultClock;
-  const keyOf = options.key ?? ((method: string, url: URL): string => `${method} ${url.origin}${url.pathname}`);
+  const onWait = options.onWait;
+  const keyOf = options.key ?? ((_method: string, url: URL): string => url.origin);
   const budgets = new Map<string, Budget>();
 
   function budgetKey(input: string | URL | Request, init: RequestInit | undefined): string | undefined {
@@ -189,61 +290,232 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): FetchFu
     return keyOf(method, url);
   }
 
-  /** Waits until the budget has a token to spare, then counts the request in flight. */
-  async function claim(key: string, signal: AbortSignal | undefined): Promise<Budget | undefined> {
-    let waited = 0;
-    for (;;) {
-      const budget = budgets.get(key);
-      if (budget === undefined) return undefined;
-      const refilled = ((clock.now() - budget.at) * budget.limit) / 60_000;
-      const tokens = Math.min(budget.limit, budget.remaining + Math.max(0, refilled)) - budget.inFlight;
-      if (tokens >= 1 || waited >= maxWait) {
-        budget.inFlight++;
-        return budget;
+  function budgetFor(key: string): Budget {
+    let budget = budgets.get(key);
+    if (budget !== undefined) {
+      // Map order is recency order, so the idle budget evicted below is the least recently used.
+      budgets.delete(key);
+      budgets.set(key, budget);
+      return budget;
+    }
+    if (budgets.size >= MAX_BUDGETS) {
+      for (const [oldKey, old] of budgets) {
+        if (old.queue.length === 0 && old.inFlight === 0) {
+          budgets.delete(oldKey);
+          break;
+        }
       }
-      const ms = Math.min(Math.ceil(((1 - tokens) * 60_000) / budget.limit), maxWait - waited);
-      await clock.sleep(ms, signal);
-      waited += ms;
+    }
+    budget = {
+      key,
+      quotas: [],
+      quotaAt: 0,
+      blockedUntil: 0,
+      block: undefined,
+      probing: false,
+      inFlight: 0,
+      queue: [],
+      nextRelease: 0,
+      wakeAt: Number.POSITIVE_INFINITY,
+      wake: undefined,
+    };
+    budgets.set(key, budget);
+    return budget;
+  }
+
+  /** When the next request may go, and why not sooner. Infinity: when the request in flight is answered. */
+  function readiness(budget: Budget, now: number): { at: number; reason: RateLimitReason | undefined } {
+    let at = now;
+    let reason: RateLimitReason | undefined;
+    if (budget.blockedUntil > now) {
+      at = budget.blockedUntil;
+      reason = budget.block;
+    }
+    // Until a server states its quota, only its answers tell how much it takes: learn them one request at a time.
+    const alone = budget.probing || (pace && budget.quotas.length === 0);
+    if (alone && budget.inFlight > 0) return { at: Number.POSITIVE_INFINITY, reason: reason ?? PROBE };
+    if (pace) {
+      for (const quota of budget.quotas) {
+        const ready = quotaReadyAt(quota, budget.quotaAt, budget.inFlight, now);
+        if (ready > at) {
+          at = ready;
+          reason = { source: quota.source, waitMs: 0 };
+          if (quota.policy !== undefined) reason.policy = quota.policy;
+        }
+      }
+    }
+    return { at, reason };
+  }
+
+  function report(budget: Budget, waiter: Waiter, now: number, outcome: WaitEvent['outcome']): void {
+    if (onWait === undefined) return;
+    try {
+      onWait({ key: budget.key, ms: now - waiter.since, reason: waiter.reason, outcome });
+    } catch {
+      // A logging hook must not break the queue it reports on.
     }
   }
 
-  function observe(key: string, response: Response): void {
-    const limit = counter(response, 'x-ratelimit-limit');
-    const remaining = counter(response, 'x-ratelimit-remaining');
-    if (limit === undefined || remaining === undefined || limit < 1) return;
-    const budget = budgets.get(key);
-    if (budget !== undefined) {
-      budget.limit = limit;
-      budget.remaining = remaining;
-      budget.at = clock.now();
-      return;
+  /** Lets through every waiter the budget allows now, gives up those that cannot go in time, and sets the next wake. */
+  function drain(budget: Budget): void {
+    const now = clock.now();
+    const ready = readiness(budget, now);
+    for (const waiter of [...budget.queue]) {
+      if (ready.reason !== undefined) {
+        const waitMs = Number.isFinite(ready.at) ? Math.ceil(ready.at - now) : 0;
+        waiter.reason = { ...ready.reason, waitMs };
+      }
+      const late = Number.isFinite(ready.at) ? ready.at > waiter.deadline : now >= waiter.deadline;
+      if (!late) continue;
+      budget.queue.splice(budget.queue.indexOf(waiter), 1);
+      if (Number.isFinite(ready.at)) {
+        report(budget, waiter, now, 'gave-up');
+        waiter.go(refuse(waiter.reason));
+      } else {
+        // Held only for another request's answer, and that for maxWait already: it goes, as pacing always has.
+        budget.inFlight++;
+        report(budget, waiter, now, 'sent');
+        waiter.go(undefined);
+      }
     }
-    if (budgets.size >= MAX_BUDGETS) {
-      const oldest = budgets.keys().next().value;
-      if (oldest !== undefined) budgets.delete(oldest);
+    while (budget.queue.length > 0) {
+      if (Math.max(readiness(budget, now).at, budget.nextRelease) > now) break;
+      const waiter = budget.queue.shift() as Waiter;
+      budget.inFlight++;
+      report(budget, waiter, now, 'sent');
+      waiter.go(undefined);
+      if (budget.queue.length > 0) budget.nextRelease = now + gap();
     }
-    budgets.set(key, { limit, remaining, at: clock.now(), inFlight: 0 });
+    schedule(budget, now);
+  }
+
+  function schedule(budget: Budget, now: number): void {
+    let next = Number.POSITIVE_INFINITY;
+    if (budget.queue.length > 0) {
+      next = Math.max(readiness(budget, now).at, budget.nextRelease);
+      for (const waiter of budget.queue) next = Math.min(next, waiter.deadline);
+    }
+    if (next === budget.wakeAt) return;
+    budget.wake?.abort();
+    budget.wake = undefined;
+    budget.wakeAt = next;
+    if (!Number.isFinite(next)) return;
+    const wake = new AbortController();
+    budget.wake = wake;
+    clock.sleep(Math.min(MAX_TIMER_MS, Math.max(0, Math.ceil(next - now))), wake.signal).then(
+      () => {
+        if (budget.wake !== wake) return;
+        budget.wake = undefined;
+        budget.wakeAt = Number.POSITIVE_INFINITY;
+        drain(budget);
+      },
+      () => undefined, // superseded by a newer wake
+    );
+  }
+
+  /**
+   * Waits until the budget lets this call send, and counts it in flight; resolves with a 429 instead when that would
+   * take longer than maxWait. A retry after a 429 goes to the head of the queue.
+   */
+  function admit(
+    budget: Budget,
+    signal: AbortSignal | undefined,
+    retry: boolean,
+  ): Promise<Response | undefined> | undefined {
+    const now = clock.now();
+    if (budget.queue.length === 0) {
+      const ready = readiness(budget, now);
+      if (ready.at <= now) {
+        budget.inFlight++;
+        return undefined;
+      }
+      if (Number.isFinite(ready.at) && ready.at - now > maxWait && ready.reason !== undefined) {
+        return Promise.resolve(refuse({ ...ready.reason, waitMs: Math.ceil(ready.at - now) }));
+      }
+    }
+    return new Promise<Response | undefined>((resolve, reject) => {
+      if (signal?.aborted) {
+        reject(signal.reason);
+        return;
+      }
+      const onAbort = (): void => {
+        const index = budget.queue.indexOf(waiter);
+        if (index < 0) return;
+        budget.queue.splice(index, 1);
+        report(budget, waiter, clock.now(), 'aborted');
+        reject(signal?.reason);
+        drain(budget);
+      };
+      const waiter: Waiter = {
+        since: now,
+        deadline: now + maxWait,
+        reason: PROBE,
+        go: (refusal) => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve(refusal);
+        },
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      if (retry) budget.queue.unshift(waiter);
+      else budget.queue.push(waiter);
+      drain(budget);
+    });
+  }
+
+  /** Takes in an answer (undefined: the request failed): its quotas, and for a 429 the wait it asks of everyone. */
+  function settle(budget: Budget, response: Response | undefined, attempt: number): RateLimitReason | undefined {
+    budget.inFlight = Math.max(0, budget.inFlight - 1);
+    let refusal: RateLimitReason | undefined;
+    if (response !== undefined) {
+      const now = clock.now();
+      const fields = readRateLimitFields(response.headers, Date.now());
+      if (pace && fields.quotas.length > 0) {
+        budget.quotas = fields.quotas.map((quota) => lowest(quota, now, budget));
+        budget.quotaAt = now;
+      }
+      if (response.status === 429) {
+        refusal = refusalWait(fields, MINIMUM_WAIT_MS);
+        if (refusal === undefined && fields.garbled) {
+          refusal = { source: 'default', waitMs: DEFAULT_WAIT_MS * 2 ** Math.min(attempt, 16) };
+        }
+        // Even a 429 that says nothing holds the others a moment, so that they do not pile in after it.
+        const hold = refusal ?? { source: 'default', waitMs: DEFAULT_WAIT_MS };
+        if (now + hold.waitMs > budget.blockedUntil) {
+          budget.blockedUntil = now + hold.waitMs;
+          budget.block = hold;
+        }
+        budget.probing = true;
+      } else {
+        budget.probing = false;
+      }
+    }
+    drain(budget);
+    return refusal;
   }
 
   return async function rateLimited(input: string | URL | Request, init?: RequestInit): Promise<Response> {
     const send = options.fetch ?? globalThis.fetch;
+    const key = budgetKey(input, init);
+    if (key === undefined) return send(input, init);
+    const budget = budgetFor(key);
     const signal = requestSignal(input, init);
     const replayable = canReplay(input, init);
-    const key = pace ? budgetKey(input, init) : undefined;
     for (let attempt = 0; ; attempt++) {
-      const budget = key === undefined ? undefined : await claim(key, signal);
+      const refused = await admit(budget, signal, attempt > 0);
+      if (refused !== undefined) return refused;
       let response: Response;
       try {
         response = await send(input, init);
-      } finally {
-        if (budget !== undefined) budget.inFlight = Math.max(0, budget.inFlight - 1);
+      } catch (error) {
+        settle(budget, undefined, attempt);
+        throw error;
       }
-      if (key !== undefined) observe(key, response);
-      if (response.status !== 429 || attempt >= maxRetries || !replayable) return response;
-      const delay = retryAfterMs(response);
-      if (delay === undefined || delay > maxWait) return response;
+      const refusal = settle(budget, response, attempt);
+      // A 429 that says nothing of when to come back is the caller's to handle.
+      if (response.status !== 429 || refusal === undefined) return response;
+      reasons.set(response, { ...refusal, sent: true });
+      if (attempt >= maxRetries || !replayable || refusal.waitMs > maxWait) return response;
       await discard(response);
-      await clock.sleep(delay, signal);
     }
   };
 }

@@ -1,16 +1,8 @@
-import { type Decision, describeValue, type Limiter, type Plan, RateLimitError } from '@ratecard/core';
+import { type Decision, describeValue, type Identity, type Limiter, RateLimitError } from '@ratecard/core';
 import { INTERNAL_ERROR, RATE_LIMIT_EXCEEDED } from './body.js';
 import { checkPolicy, type RateLimitHeaderOptions, rateLimitHeaders } from './headers.js';
 
-/** Who sent a request, as far as rate limiting cares. */
-export interface Identity {
-  organization: string;
-  plan: Plan;
-  /** A trial organization gets the Start-Up limit whatever its plan. */
-  trial?: boolean | null;
-  /** A custom limit in requests per minute; it wins over plan and trial. */
-  override?: number | null;
-}
+export type { Identity };
 
 /**
  * Tells who sent a request, or null (or undefined) for a request it cannot tell: that request goes on untouched, so
@@ -75,8 +67,6 @@ export interface ResolvedOptions<Request> {
   readonly identify: Identify<Request>;
   readonly headers: Readonly<RateLimitHeaderOptions>;
   readonly onError: ((error: unknown, request: Request) => void) | undefined;
-  /** The limiter's store is synchronous, so `consumeSync` decides without a promise (read once: a store's is fixed). */
-  readonly synchronous: boolean;
 }
 
 /** Validates middleware options once, when the middleware is built. Throws `invalid_option`. */
@@ -122,7 +112,6 @@ export function resolveOptions<Request>(options: RateLimitOptions<Request>): Res
     identify,
     headers: Object.freeze({ ietf, policy, shadowHeaders }),
     onError,
-    synchronous: limiter.synchronous === true,
   };
 }
 
@@ -160,55 +149,28 @@ export function requestPath(target: string): string {
 }
 
 /**
- * The one decision every adapter makes: find the rule for the method and path, identify the sender, consume a token
- * and say what to answer. Never throws: it rejects only when `identify` throws or rejects (that error is the
- * application's); a limiter failure is a 500 verdict carrying the error.
- *
- * The verdict comes back as a plain value when it can: no rule, a synchronous `identify` that names nobody, or a
- * synchronous store (the memory store), where the limiter's `consumeSync` decides without a promise. Only an
- * asynchronous `identify` or store makes it a promise, so `await` it, or test for a promise as the node:http and
- * Express adapters do.
+ * The one decision every adapter makes: find the rule for the method and path (the only match against the rules on
+ * the way: the limiter gets the rule's key), identify the sender, consume a token and say what to answer. It rejects
+ * only when `identify` throws or rejects (that error is the application's); a limiter failure is a 500 verdict
+ * carrying the error.
  */
-export function evaluate<Request>(
+export async function evaluate<Request>(
   options: ResolvedOptions<Request>,
   method: string,
   target: string,
   request: Request,
-): Verdict | Promise<Verdict> {
+): Promise<Verdict> {
   const rule = options.limiter.ruleFor(method, requestPath(target));
   if (rule === undefined) return PASS;
-  let identity: ReturnType<Identify<Request>>;
-  try {
-    identity = options.identify(request);
-  } catch (error) {
-    return Promise.reject(error);
-  }
-  if (identity instanceof Promise) return identity.then((found) => decideFor(options, rule.key, found));
-  return decideFor(options, rule.key, identity);
-}
-
-function decideFor<Request>(
-  options: ResolvedOptions<Request>,
-  endpoint: string,
-  identity: Identity | null | undefined,
-): Verdict | Promise<Verdict> {
+  const identity = await options.identify(request);
   if (identity === null || identity === undefined) return PASS;
-  const limiter = options.limiter;
-  const request = {
-    organization: identity.organization,
-    plan: identity.plan,
-    trial: identity.trial,
-    override: identity.override,
-    endpoint,
-  };
-  if (options.synchronous) {
-    try {
-      return verdictFor(limiter.consumeSync(request), options.headers);
-    } catch (error) {
-      return failed(error);
-    }
+  const { organization, plan, trial, override } = identity;
+  try {
+    const decision = await options.limiter.consume({ organization, plan, trial, override, endpoint: rule.key });
+    return verdictFor(decision, options.headers);
+  } catch (error) {
+    return failed(error);
   }
-  return limiter.consume(request).then((decision) => verdictFor(decision, options.headers), failed);
 }
 
 function verdictFor(decision: Decision, options: Readonly<RateLimitHeaderOptions>): Verdict {

@@ -31,10 +31,8 @@ export function rateLimit(options: ExpressRateLimitOptions): RequestHandler {
     writeVerdict(response, verdict);
   };
   return (request: Request, response: Response, next: NextFunction): void => {
-    const verdict = evaluate(settings, request.method, request.url, request);
-    if (!(verdict instanceof Promise)) return act(verdict, request, response, next);
-    verdict.then(
-      (settled) => act(settled, request, response, next),
+    evaluate(settings, request.method, request.url, request).then(
+      (verdict) => act(verdict, request, response, next),
       (error: unknown) => next(error),
     );
   };

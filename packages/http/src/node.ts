@@ -47,17 +47,10 @@ export function withRateLimit(
     if (verdict.status === 500) reportError(settings, verdict.error, request, logToConsole);
     writeVerdict(response, verdict);
   };
-  const fail = (error: unknown, request: IncomingMessage, response: ServerResponse): void => {
-    reportError(settings, error, request, logToConsole);
-    writeVerdict(response, failed(error));
-  };
   return (request, response) => {
-    const verdict = evaluate(settings, request.method ?? 'GET', request.url ?? '/', request);
-    // A memory store decides at once: the handler runs in this same turn, with no promise in between.
-    if (!(verdict instanceof Promise)) return act(verdict, request, response);
-    verdict.then(
-      (settled) => act(settled, request, response),
-      (error: unknown) => fail(error, request, response),
+    evaluate(settings, request.method ?? 'GET', request.url ?? '/', request).then(
+      (verdict) => act(verdict, request, response),
+      (error: unknown) => act(failed(error), request, response),
     );
   };
 }

@@ -45,8 +45,7 @@ interface Harness {
 
 /** The same behaviour checks, against every adapter over real HTTP. */
 export function adapterSuite(adapter: AdapterUnderTest): void {
-  // A synchronous store lets the middleware decide without a promise; an asynchronous one (Redis) takes the other
-  // path through every adapter. Both must behave the same.
+  // A store may answer with values (memory) or promises (Redis); every adapter must behave the same on both.
   describe.each(['synchronous', 'asynchronous'] as const)(`${adapter.name} adapter, %s store`, (kind) => {
     let running: RunningApp | undefined;
 

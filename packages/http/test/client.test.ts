@@ -34,6 +34,7 @@ afterEach(async () => {
 /** A ratecard server on node:http in front of a handler that answers 201; counts what the limiter decided. */
 async function ratecardServer(
   now?: () => number,
+  ietf = false,
 ): Promise<{ url: string; allowed: () => number; denied: () => number }> {
   let allowed = 0;
   let denied = 0;
@@ -49,7 +50,7 @@ async function ratecardServer(
       response.statusCode = 201;
       response.end('{}');
     },
-    { limiter, identify: (request) => identityFrom(nodeHeader(request.headers)) },
+    { limiter, ietf, identify: (request) => identityFrom(nodeHeader(request.headers)) },
   );
   const server = await listen(createServer(listener));
   closers.push(server.close);
@@ -115,6 +116,21 @@ describe('rateLimitedFetch', () => {
       await response.arrayBuffer();
     }
     expect(server.denied()).toBe(50);
+  });
+
+  it("makes 15 sequential calls at ratecard's 10 per 60 s with the IETF fields, and the server denies none (virtual clock)", async () => {
+    const time = virtualTime();
+    const server = await ratecardServer(time.storeNow, true);
+    const client = rateLimitedFetch({ clock: time.clock });
+    for (let i = 0; i < 15; i++) {
+      const response = await client(`${server.url}/browsers`, { method: 'POST', headers: DEVELOPER });
+      expect(response.status).toBe(201);
+      await response.arrayBuffer();
+    }
+    expect(server.allowed()).toBe(15);
+    expect(server.denied()).toBe(0);
+    // t is the time until the bucket is full again: the client waits it out once and then finds all 10 back.
+    expect(time.sleeps).toEqual([60_000]);
   });
 
   it('paces a steady loop under a real clock with no more than a couple of 429s (600/min override, 660 requests)', async () => {

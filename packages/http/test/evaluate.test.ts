@@ -1,4 +1,4 @@
-import { createLimiter, RateLimitError } from '@ratecard/core';
+import { createLimiter, type Limiter, RateLimitError } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import { describe, expect, it } from 'vitest';
 import { evaluate, requestPath, resolveOptions } from '../src/evaluate.js';
@@ -113,51 +113,53 @@ function settingsWith(store: ReturnType<typeof memoryStore> | ReturnType<typeof 
   return resolveOptions<null>({ limiter: createLimiter({ store }), identify });
 }
 
-describe('evaluate, with a promise only when one is needed', () => {
-  it('decides without a promise on a synchronous store with a synchronous identify', () => {
-    const verdict = evaluate(settingsWith(memoryStore()), 'POST', '/browsers', null);
-    expect(verdict).not.toBeInstanceOf(Promise);
-    expect(verdict).toMatchObject({ action: 'next', headers: { 'X-RateLimit-Remaining': '9' } });
+describe('evaluate, one path for every store', () => {
+  it('gives the same verdict on a store answering with values and one answering with promises', async () => {
+    for (const store of [memoryStore(), asynchronous(memoryStore())]) {
+      const settings = settingsWith(store);
+      expect(await evaluate(settings, 'POST', '/browsers', null)).toMatchObject({
+        action: 'next',
+        headers: { 'X-RateLimit-Remaining': '9' },
+      });
+      expect(await evaluate(settings, 'GET', '/browsers', null)).toMatchObject({ action: 'next', decision: null });
+    }
   });
 
-  it('answers a route without a rule at once, whatever the store', () => {
-    expect(evaluate(settingsWith(asynchronous(memoryStore())), 'GET', '/browsers', null)).toMatchObject({
-      action: 'next',
-      decision: null,
-    });
+  it('matches the request against the rules once, and hands the limiter the rule key', async () => {
+    const limiter = createLimiter({ store: memoryStore() });
+    let matched = 0;
+    const endpoints: string[] = [];
+    const watched: Limiter = {
+      rules: limiter.rules,
+      ruleFor: (method, path) => {
+        matched++;
+        return limiter.ruleFor(method, path);
+      },
+      consume: (request) => {
+        endpoints.push(request.endpoint);
+        return limiter.consume(request);
+      },
+      peek: (request) => limiter.peek(request),
+      reset: (bucket) => limiter.reset(bucket),
+      close: () => limiter.close(),
+    };
+    const settings = resolveOptions<null>({ limiter: watched, identify: () => who });
+    await evaluate(settings, 'PUT', '/browser_pools/pool-7?x=1', null);
+    expect(matched).toBe(1);
+    expect(endpoints).toEqual(['PUT /browser-pools/:id']);
   });
 
-  it('gives a promise when the store or identify is asynchronous, with the same verdict', async () => {
-    const viaStore = evaluate(settingsWith(asynchronous(memoryStore())), 'POST', '/browsers', null);
-    expect(viaStore).toBeInstanceOf(Promise);
-    expect(await viaStore).toMatchObject({ action: 'next', headers: { 'X-RateLimit-Remaining': '9' } });
-    const viaIdentify = evaluate(
-      resolveOptions<null>({ limiter: createLimiter({ store: memoryStore() }), identify: async () => who }),
-      'POST',
-      '/browsers',
-      null,
-    );
-    expect(viaIdentify).toBeInstanceOf(Promise);
-    expect(await viaIdentify).toMatchObject({ action: 'next', headers: { 'X-RateLimit-Remaining': '9' } });
-  });
-
-  it('never throws: an exception in identify comes back as a rejected promise', async () => {
+  it('rejects with what identify throws, the application error', async () => {
     const boom = new Error('identify broke');
-    const verdict = evaluate(
-      settingsWith(memoryStore(), () => {
-        throw boom;
-      }),
-      'POST',
-      '/browsers',
-      null,
-    );
-    await expect(verdict).rejects.toBe(boom);
+    const settings = settingsWith(memoryStore(), () => {
+      throw boom;
+    });
+    await expect(evaluate(settings, 'POST', '/browsers', null)).rejects.toBe(boom);
   });
 
-  it('turns a limiter error on the synchronous path into a 500 verdict', async () => {
+  it('turns a limiter error into a 500 verdict', async () => {
     const settings = settingsWith(memoryStore());
     await settings.limiter.close();
-    const verdict = evaluate(settings, 'POST', '/browsers', null);
-    expect(verdict).toMatchObject({ action: 'respond', status: 500 });
+    expect(await evaluate(settings, 'POST', '/browsers', null)).toMatchObject({ action: 'respond', status: 500 });
   });
 });

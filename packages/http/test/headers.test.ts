@@ -59,20 +59,20 @@ describe('rateLimitHeaders', () => {
     expect(rateLimitHeaders(decision({}))['X-RateLimit-Limit']).toBe('10');
   });
 
-  it('matches what a real limiter decides for each plan', () => {
+  it('matches what a real limiter decides for each plan', async () => {
     const limiter = createLimiter({ store: memoryStore({ now: () => 0 }) });
-    const headersFor = (
+    const headersFor = async (
       plan: 'developer' | 'hobbyist' | 'startup' | 'enterprise',
       trial = false,
-    ): Record<string, string> =>
+    ): Promise<Record<string, string>> =>
       rateLimitHeaders(
-        limiter.consumeSync({ organization: `${plan}-${trial}`, endpoint: 'POST /browsers', plan, trial }),
+        await limiter.consume({ organization: `${plan}-${trial}`, endpoint: 'POST /browsers', plan, trial }),
       );
-    expect(headersFor('developer')['X-RateLimit-Limit']).toBe('10');
-    expect(headersFor('hobbyist')['X-RateLimit-Limit']).toBe('25');
-    expect(headersFor('startup')['X-RateLimit-Limit']).toBe('100');
-    expect(headersFor('enterprise')['X-RateLimit-Limit']).toBe('250');
-    expect(headersFor('developer', true)['X-RateLimit-Limit']).toBe('100');
+    expect((await headersFor('developer'))['X-RateLimit-Limit']).toBe('10');
+    expect((await headersFor('hobbyist'))['X-RateLimit-Limit']).toBe('25');
+    expect((await headersFor('startup'))['X-RateLimit-Limit']).toBe('100');
+    expect((await headersFor('enterprise'))['X-RateLimit-Limit']).toBe('250');
+    expect((await headersFor('developer', true))['X-RateLimit-Limit']).toBe('100');
   });
 });
 

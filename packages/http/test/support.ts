@@ -67,10 +67,9 @@ export async function listen(server: Server): Promise<{ url: string; close: () =
 /** The same store answering through promises, as a store across the network does. */
 export function asynchronous(store: Store): Store {
   return {
-    capabilities: { shared: false, synchronous: false },
+    shared: false,
     consume: async (...args) => store.consume(...args),
     peek: async (...args) => store.peek(...args),
-    consumeBatch: async (calls) => store.consumeBatch(calls),
     reset: async (...args) => store.reset(...args),
     close: () => store.close(),
   };
@@ -82,10 +81,9 @@ export function brokenStore(): Store {
     throw new Error('connect ECONNREFUSED 10.1.2.3:6379 (secret-host)');
   };
   return {
-    capabilities: { shared: false, synchronous: false },
+    shared: false,
     consume: fail,
     peek: fail,
-    consumeBatch: fail,
     reset: fail,
     close: () => undefined,
   };

@@ -1,21 +1,18 @@
 import {
-  type BucketCall,
   describeValue,
   msUntilFull,
   type Outcome,
   RateLimitError,
   type Store,
-  type StoreCapabilities,
   take,
   UNITS_PER_TOKEN,
   unitsAt,
 } from '@ratecard/core';
-import { turnClock } from './turn-clock.js';
 
 export interface MemoryStoreOptions {
   /**
    * Clock in epoch milliseconds, called on every request; fractions are floored (bucket time is whole ms). Default:
-   * Date.now read once per event-loop turn (see turn-clock.ts).
+   * Date.now, which every runtime has (Node, Bun, Deno, Workers), where a per-turn cache would need setImmediate.
    */
   now?: () => number;
   /**
@@ -39,7 +36,6 @@ export interface MemoryStoreStats {
 export interface MemoryStore extends Store {
   consume(organization: string, endpoint: string, limit: number, cost: number): Outcome;
   peek(organization: string, endpoint: string, limit: number, cost: number): Outcome;
-  consumeBatch(calls: readonly BucketCall[]): Outcome[];
   reset(organization: string, endpoint: string): void;
   close(): void;
   /** Counters for monitoring the bound. */
@@ -61,7 +57,7 @@ interface EndpointBuckets {
  * slot numbers and never iterate a Map (whose deleted entries would make that slow). No timers.
  */
 class InProcessStore implements MemoryStore {
-  readonly capabilities: StoreCapabilities = Object.freeze({ shared: false, synchronous: true });
+  readonly shared = false;
   private readonly now: () => number;
   private readonly maxBuckets: number;
   private readonly byEndpoint = new Map<string, EndpointBuckets>();
@@ -84,7 +80,8 @@ class InProcessStore implements MemoryStore {
   private readonly sweepEvery: number;
 
   constructor(options: MemoryStoreOptions) {
-    this.now = options.now ?? turnClock;
+    // Read per call, not captured, so that a fake clock installed after creation is seen.
+    this.now = options.now ?? (() => Date.now());
     if (typeof this.now !== 'function') {
       throw new RateLimitError('invalid_option', `ratecard: now must be a function, got ${describeValue(this.now)}`);
     }
@@ -127,10 +124,6 @@ class InProcessStore implements MemoryStore {
     const state = this.state;
     const now = Math.floor(this.now());
     return take(unitsAt(state[base] as number, state[base + 1] as number, state[base + 2] as number, now, limit), cost);
-  }
-
-  consumeBatch(calls: readonly BucketCall[]): Outcome[] {
-    return calls.map((call) => this.consume(call.organization, call.endpoint, call.limit, call.cost));
   }
 
   reset(organization: string, endpoint: string): void {

@@ -30,7 +30,7 @@ afterEach(() => {
   clock.uninstall();
 });
 
-/** A memory store that reads the faked Date.now on every call (the default clock caches it per event-loop turn). */
+/** A memory store on the faked Date.now. */
 const fakedStore = () => memoryStore({ now: () => Date.now() });
 
 /** A limiter on such a store, with one rule in the given mode. */
@@ -47,12 +47,12 @@ function request(p: Plan, cost = 1) {
 }
 
 describe('token bucket properties (memory store, fake timers)', () => {
-  it('1. bound: the cost admitted in any interval [a, b] is at most C + C·(b−a)/60 s', () => {
-    fc.assert(
-      fc.property(
+  it('1. bound: the cost admitted in any interval [a, b] is at most C + C·(b−a)/60 s', async () => {
+    await fc.assert(
+      fc.asyncProperty(
         plan,
         fc.array(fc.record({ gap, cost: fc.integer({ min: 1, max: 10 }) }), { maxLength: 120 }),
-        (p, schedule) => {
+        async (p, schedule) => {
           clock.setSystemTime(T0);
           const limiter = limiterFor();
           const capacity = PLANS[p];
@@ -62,7 +62,7 @@ describe('token bucket properties (memory store, fake timers)', () => {
             if (elapsed + wait > 600_000) break;
             elapsed += wait;
             clock.tick(wait);
-            const decision = limiter.consumeSync(request(p, Math.min(cost, capacity)));
+            const decision = await limiter.consume(request(p, Math.min(cost, capacity)));
             if (decision.allowed) admitted.push({ at: Date.now(), cost: Math.min(cost, capacity) });
           }
           for (let i = 0; i < admitted.length; i++) {
@@ -121,35 +121,35 @@ describe('token bucket properties (memory store, fake timers)', () => {
     );
   });
 
-  it('3. Retry-After is honest and tight', () => {
-    fc.assert(
-      fc.property(
+  it('3. Retry-After is honest and tight', async () => {
+    await fc.assert(
+      fc.asyncProperty(
         plan,
         fc.array(fc.record({ gap: fc.integer({ min: 0, max: 3_000 }), cost: fc.integer({ min: 1, max: 10 }) }), {
           minLength: 1,
           maxLength: 40,
         }),
         fc.integer({ min: 1, max: 250 }),
-        (p, schedule, finalCost) => {
+        async (p, schedule, finalCost) => {
           clock.setSystemTime(T0);
           const limiter = limiterFor();
           const capacity = PLANS[p];
           for (const { gap: wait, cost } of schedule) {
             clock.tick(wait);
-            limiter.consumeSync(request(p, Math.min(cost, capacity)));
+            await limiter.consume(request(p, Math.min(cost, capacity)));
           }
           const cost = Math.min(finalCost, capacity);
-          const limited = limiter.consumeSync(request(p, cost));
+          const limited = await limiter.consume(request(p, cost));
           if (!limited.limited) return;
           expect(limited.retryAfter).toBeGreaterThanOrEqual(1);
           if (limited.retryAfter >= 2) {
             clock.tick((limited.retryAfter - 1) * 1_000);
-            expect(limiter.consumeSync(request(p, cost)).limited).toBe(true);
+            expect((await limiter.consume(request(p, cost))).limited).toBe(true);
             clock.tick(1_000);
           } else {
             clock.tick(limited.retryAfter * 1_000);
           }
-          expect(limiter.consumeSync(request(p, cost)).allowed).toBe(true);
+          expect((await limiter.consume(request(p, cost))).allowed).toBe(true);
         },
       ),
       RUNS,
@@ -194,29 +194,29 @@ describe('token bucket properties (memory store, fake timers)', () => {
     );
   });
 
-  it('5. after 60 s idle, C unit requests in a row are admitted and the next is limited', () => {
-    fc.assert(
-      fc.property(
+  it('5. after 60 s idle, C unit requests in a row are admitted and the next is limited', async () => {
+    await fc.assert(
+      fc.asyncProperty(
         plan,
         fc.array(fc.record({ gap, cost: fc.integer({ min: 1, max: 25 }) }), { maxLength: 30 }),
-        (p, schedule) => {
+        async (p, schedule) => {
           clock.setSystemTime(T0);
           const limiter = limiterFor();
           const capacity = PLANS[p];
           for (const { gap: wait, cost } of schedule) {
             clock.tick(wait);
-            limiter.consumeSync(request(p, Math.min(cost, capacity)));
+            await limiter.consume(request(p, Math.min(cost, capacity)));
           }
           clock.tick(60_000);
-          for (let i = 0; i < capacity; i++) expect(limiter.consumeSync(request(p)).allowed).toBe(true);
-          expect(limiter.consumeSync(request(p)).limited).toBe(true);
+          for (let i = 0; i < capacity; i++) expect((await limiter.consume(request(p))).allowed).toBe(true);
+          expect((await limiter.consume(request(p))).limited).toBe(true);
         },
       ),
       RUNS,
     );
   });
 
-  it('6. trial means Start-Up, override wins, and a plan change never admits above the new capacity', () => {
+  it('6. trial means Start-Up, override wins, and a plan change never admits above the new capacity', async () => {
     fc.assert(
       fc.property(plan, fc.integer({ min: 1, max: 100_000 }), (p, override) => {
         expect(limitFor({ plan: p, trial: true })).toBe(PLANS.startup);
@@ -224,25 +224,25 @@ describe('token bucket properties (memory store, fake timers)', () => {
         expect(limitFor({ plan: p })).toBe(PLANS[p]);
       }),
     );
-    fc.assert(
-      fc.property(
+    await fc.assert(
+      fc.asyncProperty(
         plan,
         plan,
         fc.array(fc.record({ gap, cost: fc.integer({ min: 1, max: 10 }) }), { maxLength: 40 }),
         fc.array(fc.record({ gap, cost: fc.integer({ min: 1, max: 10 }) }), { maxLength: 60 }),
-        (before, after, first, second) => {
+        async (before, after, first, second) => {
           clock.setSystemTime(T0);
           const limiter = limiterFor();
           for (const { gap: wait, cost } of first) {
             clock.tick(wait);
-            limiter.consumeSync(request(before, Math.min(cost, PLANS[before])));
+            await limiter.consume(request(before, Math.min(cost, PLANS[before])));
           }
           const capacity = PLANS[after];
           const admitted: { at: number; cost: number }[] = [];
           for (const { gap: wait, cost } of second) {
             clock.tick(wait);
             const c = Math.min(cost, capacity);
-            if (limiter.consumeSync(request(after, c)).allowed) admitted.push({ at: Date.now(), cost: c });
+            if ((await limiter.consume(request(after, c))).allowed) admitted.push({ at: Date.now(), cost: c });
           }
           for (let i = 0; i < admitted.length; i++) {
             let sum = 0;
@@ -258,20 +258,20 @@ describe('token bucket properties (memory store, fake timers)', () => {
     );
   });
 
-  it('7. shadow mode accounts exactly like enforce, and never blocks', () => {
-    fc.assert(
-      fc.property(
+  it('7. shadow mode accounts exactly like enforce, and never blocks', async () => {
+    await fc.assert(
+      fc.asyncProperty(
         plan,
         fc.array(fc.record({ gap, cost: fc.integer({ min: 1, max: 10 }) }), { maxLength: 80 }),
-        (p, schedule) => {
+        async (p, schedule) => {
           clock.setSystemTime(T0);
           const enforce = limiterFor('enforce');
           const shadow = limiterFor('shadow');
           for (const { gap: wait, cost } of schedule) {
             clock.tick(wait);
             const c = Math.min(cost, PLANS[p]);
-            const e = enforce.consumeSync(request(p, c));
-            const s = shadow.consumeSync(request(p, c));
+            const e = await enforce.consume(request(p, c));
+            const s = await shadow.consume(request(p, c));
             expect(s.allowed).toBe(true);
             expect(s.mode).toBe('shadow');
             expect({ ...s, allowed: e.allowed, mode: e.mode }).toEqual(e);
@@ -282,12 +282,12 @@ describe('token bucket properties (memory store, fake timers)', () => {
     );
   });
 
-  it('the four plans at a glance: Retry-After after a full burst is 6, 3, 1 and 1 s', () => {
+  it('the four plans at a glance: Retry-After after a full burst is 6, 3, 1 and 1 s', async () => {
     const seen: Record<string, number> = {};
     for (const p of PLAN_NAMES) {
       const limiter = limiterFor();
-      for (let i = 0; i < PLANS[p]; i++) limiter.consumeSync(request(p));
-      const next = limiter.consumeSync(request(p));
+      for (let i = 0; i < PLANS[p]; i++) await limiter.consume(request(p));
+      const next = await limiter.consume(request(p));
       expect(next.allowed).toBe(false);
       seen[p] = next.retryAfter;
     }

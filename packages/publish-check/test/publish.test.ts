@@ -1,5 +1,15 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -35,6 +45,32 @@ function entryPoints(manifest: Manifest): string[] {
     .map((path) => (path === '.' ? manifest.name : `${manifest.name}/${path.slice(2)}`));
 }
 
+/**
+ * Where a dependency is installed, as seen from a package: its package.json, or when its `exports` hide that (as
+ * @opentelemetry/api's do), the nearest folder above its entry point whose package.json bears its name.
+ */
+function installedDir(resolveFrom: NodeJS.Require, name: string): string | undefined {
+  try {
+    return dirname(resolveFrom.resolve(`${name}/package.json`));
+  } catch {
+    // Hidden by `exports`, or not installed: look from the entry point.
+  }
+  let dir: string;
+  try {
+    dir = dirname(resolveFrom.resolve(name));
+  } catch {
+    return undefined;
+  }
+  for (; dir !== dirname(dir); dir = dirname(dir)) {
+    try {
+      if ((JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as Manifest).name === name) return dir;
+    } catch {
+      // No package.json here: go up.
+    }
+  }
+  return undefined;
+}
+
 let scratch: string;
 const tarballs = new Map<string, string>();
 
@@ -54,12 +90,11 @@ beforeAll(() => {
     for (const dependency of Object.keys({ ...manifest.dependencies, ...manifest.peerDependencies })) {
       if (dependency.startsWith('@ratecard/')) continue;
       const link = join(modules, dependency);
-      let source: string;
-      try {
-        source = dirname(resolveFrom.resolve(`${dependency}/package.json`));
-      } catch {
-        continue;
-      }
+      // An ESM-only package that also hides package.json (structured-headers) resolves for neither: take the
+      // workspace's own link to it.
+      const linked = join(dir, 'node_modules', dependency);
+      const source = installedDir(resolveFrom, dependency) ?? (existsSync(linked) ? realpathSync(linked) : undefined);
+      if (source === undefined) continue;
       mkdirSync(dirname(link), { recursive: true });
       try {
         symlinkSync(source, link, 'dir');

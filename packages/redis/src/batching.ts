@@ -1,4 +1,11 @@
-import type { OutcomeReceiver } from '@ratecard/core';
+import type { Outcome } from '@ratecard/core';
+import type { ClientState } from './client.js';
+
+/** The two ends of a consume call's promise. */
+export interface Receiver {
+  resolve(outcome: Outcome): void;
+  reject(error: unknown): void;
+}
 
 /** Consume calls waiting to be sent, in parallel arrays: queuing a call allocates nothing of its own. */
 export class CallBatch {
@@ -8,14 +15,19 @@ export class CallBatch {
   readonly costs: number[] = [];
   /** performance.now() instants after which nobody waits for the answer (Infinity: someone always does). */
   readonly deadlines: number[] = [];
-  /** Who is told each call's outcome: the limiter's pending call, or a promise's settle and fail. */
-  readonly receivers: OutcomeReceiver[] = [];
+  /** Who is told each call's outcome. */
+  readonly receivers: Receiver[] = [];
+  /**
+   * Where the calls go: undefined, by key (standalone, or a cluster's slot the client routes and redirects); a
+   * string, the address of the cluster master that serves every key of the batch, whatever their slots.
+   */
+  master: string | undefined = undefined;
 
   get length(): number {
     return this.keys.length;
   }
 
-  add(key: string, slot: number, limit: number, cost: number, deadline: number, receiver: OutcomeReceiver): void {
+  add(key: string, slot: number, limit: number, cost: number, deadline: number, receiver: Receiver): void {
     this.keys.push(key);
     this.slots.push(slot);
     this.limits.push(limit);
@@ -31,11 +43,11 @@ export class CallBatch {
     this.limits.push(other.limits[i] as number);
     this.costs.push(other.costs[i] as number);
     this.deadlines.push(other.deadlines[i] as number);
-    this.receivers.push(other.receivers[i] as OutcomeReceiver);
+    this.receivers.push(other.receivers[i] as Receiver);
   }
 
   rejectAll(error: unknown, from: number, to: number): void {
-    for (let i = from; i < to; i++) (this.receivers[i] as OutcomeReceiver).fail(error);
+    for (let i = from; i < to; i++) (this.receivers[i] as Receiver).reject(error);
   }
 
   /** Index of the first call whose deadline is not after `now`, or -1. */
@@ -55,14 +67,20 @@ const MIN_HALF = 64;
 /** Below this many queued calls the queue is searched for expired calls only when it is flushed. */
 const PRUNE_FLOOR = 1_024;
 
+/** How often a flush looks again while the client connects: a connection takes about a millisecond here. */
+const READY_POLL_MS = 2;
+
 /**
  * Sends calls `from` (inclusive) to `to` (exclusive) of a batch as one script call and settles them; the promise
  * resolves (never rejects) once they are settled.
  */
 export type SendCalls = (batch: CallBatch, from: number, to: number) => Promise<void>;
 
+/** In a cluster: the address of the master serving a slot, when the client's slot map knows it. */
+export type MasterOf = (slot: number) => string | undefined;
+
 /**
- * Gathers consume calls and sends them together, with no timer anywhere:
+ * Gathers consume calls and sends them together, with no timer while the client is ready:
  *
  * - A flush is queued with process.nextTick, which runs once the current callback and every promise continuation it
  *   set off are done: calls issued from many continuations (a loop of awaits, a burst of replies) share one trip.
@@ -80,9 +98,12 @@ export type SendCalls = (batch: CallBatch, from: number, to: number) => Promise<
  *   outstanding and the queue grows, so it is also pruned whenever it has doubled since it was last pruned: it holds
  *   about one budget's worth of calls, however long the hang lasts.
  *
- * Standalone, a flush is one script call per `maxPerCall` calls. In a cluster, keys of different slots cannot share a
- * script call, so calls are grouped by slot first: one script call per slot, which the cluster client routes (and
- * re-routes on MOVED or ASK) to the node serving it.
+ * - While the client connects or reconnects, calls wait here (not in the client's offline queue, where they would
+ *   outlive their deadlines), expired ones are dropped, and a flush looks again every READY_POLL_MS.
+ *
+ * Standalone, a flush is one script call per `maxPerCall` calls. In a cluster, calls are grouped by the master that
+ * serves their slot, as the client's slot map has it: one script call per master, whatever the slots (see the
+ * store's sendConsume for what happens when the map is out of date). A call whose master is unknown goes by key.
  */
 export class AutoBatcher {
   private batch = new CallBatch();
@@ -92,7 +113,8 @@ export class AutoBatcher {
 
   constructor(
     private readonly send: SendCalls,
-    private readonly bySlot: boolean,
+    private readonly state: () => ClientState,
+    private readonly masterOf: MasterOf | undefined,
     private readonly maxPerCall: number,
     private readonly maxInFlight: number,
     private readonly expire: ExpireCalls,
@@ -103,13 +125,20 @@ export class AutoBatcher {
     return this.batch.length;
   }
 
-  add(key: string, slot: number, limit: number, cost: number, deadline: number, receiver: OutcomeReceiver): void {
+  add(key: string, slot: number, limit: number, cost: number, deadline: number, receiver: Receiver): void {
     this.batch.add(key, slot, limit, cost, deadline, receiver);
     if (this.batch.length >= this.pruneAt) {
       this.batch = this.withoutExpired(this.batch);
       this.pruneAt = Math.max(PRUNE_FLOOR, 2 * this.batch.length);
     }
     this.schedule();
+  }
+
+  /** Rejects every call still waiting to be sent: none of them will be (the store is closing). */
+  dropQueued(error: unknown): void {
+    const batch = this.batch;
+    this.batch = new CallBatch();
+    batch.rejectAll(error, 0, batch.length);
   }
 
   /** The batch less the calls past their deadline, which are rejected. */
@@ -136,13 +165,25 @@ export class AutoBatcher {
   private readonly flush = (): void => {
     this.scheduled = false;
     if (this.batch.length === 0) return;
+    if (this.state() === 'waiting') {
+      // Sent now, the calls would wait in the client's offline queue, past their deadlines. They wait here instead,
+      // where expired ones are dropped unsent, until the client is ready (a closed client's calls go on to `send`,
+      // which refuses them).
+      this.batch = this.withoutExpired(this.batch);
+      if (this.batch.length === 0) return;
+      this.scheduled = true;
+      const timer = setTimeout(this.flush, READY_POLL_MS);
+      // Nothing here should keep a process alive: the limiter's own timer answers every waiting caller.
+      (timer as { unref?: () => void }).unref?.();
+      return;
+    }
     const batch = this.withoutExpired(this.batch);
     this.batch = new CallBatch();
     this.pruneAt = PRUNE_FLOOR;
     // Every queued call may have expired while flushes were held back.
     if (batch.length === 0) return;
     if (
-      !this.bySlot &&
+      this.masterOf === undefined &&
       this.maxInFlight - this.inFlight >= 2 &&
       batch.length >= 2 * MIN_HALF &&
       batch.length <= this.maxPerCall
@@ -171,14 +212,18 @@ export class AutoBatcher {
   };
 
   private sendGrouped(batch: CallBatch): Promise<unknown> {
-    if (!this.bySlot || batch.length === 1) return this.sendInChunks(batch);
-    const groups = new Map<number, CallBatch>();
+    const masterOf = this.masterOf;
+    if (masterOf === undefined) return this.sendInChunks(batch);
+    const groups = new Map<string | number, CallBatch>();
     for (let i = 0; i < batch.length; i++) {
       const slot = batch.slots[i] as number;
-      let group = groups.get(slot);
+      const master = masterOf(slot);
+      const route = master ?? slot;
+      let group = groups.get(route);
       if (group === undefined) {
         group = new CallBatch();
-        groups.set(slot, group);
+        group.master = master;
+        groups.set(route, group);
       }
       group.takeFrom(batch, i);
     }

@@ -1,21 +1,181 @@
 import type { LuaScript } from './scripts/lua-script.js';
 
 /**
- * The few things the store asks of a Redis client. ioredis' `Redis` (standalone or Sentinel-managed) and `Cluster`
- * fit it as they are; the store registers nothing on the client and sends only EVALSHA and EVAL.
+ * The clients `redisStore` accepts, described by the few members it uses, so that none of them is a dependency. The
+ * store registers nothing on a client (no command, no listener) and sends only EVALSHA and EVAL.
  */
-export interface RedisClient {
-  /** 'ready' when a command goes straight to Redis. In any other state the store answers at once that Redis is unavailable, rather than let calls wait in the client's offline queue. */
+
+/** ioredis 5/6 `Redis` (standalone or Sentinel-managed) and `Cluster`, and iovalkey's, which share ioredis' API. */
+export interface IoredisClient {
+  /** 'ready' when a command goes straight to Redis; 'wait' for a `lazyConnect` client; 'end' once closed. */
   readonly status: string;
-  /** True for a Redis Cluster client: a batch is then split by hash slot. */
+  /** True for a `Cluster`. */
   readonly isCluster?: boolean;
-  /**
-   * Sends one command (here EVALSHA or EVAL) with the arguments as they are, Buffers as bytes, and answers with the
-   * reply, bulk strings as Buffers: the consume script speaks packed bytes, which UTF-8 decoding would garble.
-   */
+  /** A `Cluster`'s slot map: per slot, the addresses ('host:port') of its master, then its replicas. */
+  readonly slots?: readonly (readonly string[] | undefined)[];
+  /** A `Cluster`'s connections to its nodes. */
+  nodes?(role: 'master'): readonly IoredisNode[];
+  /** One command with its arguments as they are; bulk string replies as Buffers. */
   callBuffer(command: string, args: (string | number | Buffer)[]): Promise<unknown>;
-  /** Starts connecting a client made with `lazyConnect` (status 'wait'); the store calls it once. */
+  /** Starts a `lazyConnect` client; the store calls it once. */
   connect?(): Promise<unknown>;
+}
+
+/** One of an ioredis `Cluster`'s node connections, a standalone client with its address. */
+interface IoredisNode extends IoredisClient {
+  readonly options: { host?: string; port?: number };
+}
+
+/** Options of a node-redis command: here only the RESP type mapping (blob strings as Buffers). */
+interface NodeRedisCommandOptions {
+  typeMapping: Record<number, unknown>;
+}
+
+/** node-redis 5/6 `createClient()` (RESP2 or RESP3), connected by the caller (`await client.connect()`). */
+export interface NodeRedisClient {
+  readonly isOpen: boolean;
+  readonly isReady: boolean;
+  sendCommand(args: readonly (string | Buffer)[], options?: NodeRedisCommandOptions): Promise<unknown>;
+}
+
+/** A node in node-redis' slot map; `client` is its connection, once made. */
+interface NodeRedisNode {
+  readonly address: string;
+  readonly client?: NodeRedisClient;
+}
+
+/** node-redis 5/6 `createCluster()`, connected by the caller. */
+export interface NodeRedisCluster {
+  readonly isOpen: boolean;
+  readonly isReady?: boolean;
+  readonly masters: readonly NodeRedisNode[];
+  readonly slots: readonly ({ master: NodeRedisNode } | undefined)[];
+  sendCommand(
+    firstKey: string | undefined,
+    isReadonly: boolean | undefined,
+    args: readonly (string | Buffer)[],
+    options?: NodeRedisCommandOptions,
+  ): Promise<unknown>;
+}
+
+export type RedisClient = IoredisClient | NodeRedisClient | NodeRedisCluster;
+
+/** What the client can do now: send, wait (connecting or reconnecting), or nothing ever again (closed). */
+export type ClientState = 'ready' | 'waiting' | 'closed';
+
+/** The store's one port to Redis: each client gets a thin adapter of this shape (see `connectionTo`). */
+export interface Connection {
+  /** Which client this is, for messages. */
+  readonly kind: string;
+  /** A Redis Cluster: calls are grouped by slot and routed by key. */
+  readonly cluster: boolean;
+  state(): ClientState;
+  /** One command; bulk string replies as Buffers. In a cluster, `key` routes it to the node serving that key. */
+  send(args: (string | Buffer)[], key: string | undefined): Promise<unknown>;
+  /** In a cluster: the address of the master serving `slot` in the client's slot map, if it knows one. */
+  masterOf?(slot: number): string | undefined;
+  /**
+   * In a cluster: one command to that master alone, never redirected. It rejects at once (sending nothing) when the
+   * client has no ready connection to that address, so the call can go by key instead.
+   */
+  sendToMaster?(master: string, args: (string | Buffer)[]): Promise<unknown>;
+}
+
+/**
+ * The master was not reached directly, and nothing was sent. `down`: its connection is broken (the master failed or
+ * restarts); `false`: the client has not connected to it yet (ioredis connects to a node on its first command), so
+ * the calls may go by key.
+ */
+export class NoDirectRoute extends Error {
+  constructor(
+    master: string,
+    readonly down: boolean,
+  ) {
+    super(`ratecard: no ready connection to the cluster master ${master}`);
+  }
+}
+
+const noDirectRoute = (master: string, down: boolean): Promise<never> =>
+  Promise.reject(new NoDirectRoute(master, down));
+
+/** RESP's blob string type (`$`), mapped to Buffer so packed replies arrive as bytes under RESP2 and RESP3. */
+const BUFFERS: NodeRedisCommandOptions = { typeMapping: { 36: Buffer } };
+
+function ioredisConnection(client: IoredisClient): Connection {
+  let connectAsked = false;
+  const cluster = client.isCluster === true;
+  return {
+    kind: 'ioredis',
+    cluster,
+    state() {
+      const status = client.status;
+      if (status === 'ready') return 'ready';
+      if (status === 'end') return 'closed';
+      if (status === 'wait' && !connectAsked && typeof client.connect === 'function') {
+        // A lazyConnect client connects on its first command, and the store sends none before it is ready: ask.
+        connectAsked = true;
+        client.connect().then(undefined, () => undefined);
+      }
+      return 'waiting';
+    },
+    send: (args) => client.callBuffer(args[0] as string, args.slice(1)),
+    ...(cluster && {
+      masterOf: (slot: number) => client.slots?.[slot]?.[0],
+      sendToMaster(master: string, args: (string | Buffer)[]) {
+        const node = client.nodes?.('master').find((n) => `${n.options.host}:${n.options.port}` === master);
+        // A node that is not ready would keep the command in its offline queue, past the caller's deadline.
+        if (node === undefined) return noDirectRoute(master, false);
+        if (node.status === 'wait') {
+          // The cluster connects to a node on its first command; this call goes by key, later ones straight there.
+          node.connect?.().then(undefined, () => undefined);
+          return noDirectRoute(master, false);
+        }
+        if (node.status === 'connecting' || node.status === 'connect') return noDirectRoute(master, false);
+        if (node.status !== 'ready') return noDirectRoute(master, true);
+        return node.callBuffer(args[0] as string, args.slice(1));
+      },
+    }),
+  };
+}
+
+function nodeRedisConnection(client: NodeRedisClient): Connection {
+  return {
+    kind: 'node-redis',
+    cluster: false,
+    state: () => (client.isReady ? 'ready' : client.isOpen ? 'waiting' : 'closed'),
+    send: (args) => client.sendCommand(args, BUFFERS),
+  };
+}
+
+function nodeRedisClusterConnection(cluster: NodeRedisCluster): Connection {
+  return {
+    kind: 'node-redis cluster',
+    cluster: true,
+    // A cluster is ready once its slot map is known; `isReady` is absent on some versions, where open means ready.
+    state: () => (!cluster.isOpen ? 'closed' : cluster.isReady === false ? 'waiting' : 'ready'),
+    send: (args, key) => cluster.sendCommand(key, false, args, BUFFERS),
+    masterOf: (slot) => cluster.slots[slot]?.master.address,
+    sendToMaster(master, args) {
+      const client = cluster.masters.find((node) => node.address === master)?.client;
+      if (client === undefined) return noDirectRoute(master, false);
+      if (!client.isReady) return noDirectRoute(master, true);
+      return client.sendCommand(args, BUFFERS);
+    },
+  };
+}
+
+/** The adapter for a client, chosen by its shape; undefined for anything that is no client the store knows. */
+export function connectionTo(client: unknown): Connection | undefined {
+  if (typeof client !== 'object' || client === null) return undefined;
+  const candidate = client as Partial<IoredisClient & NodeRedisClient & NodeRedisCluster>;
+  if (typeof candidate.callBuffer === 'function' && typeof candidate.status === 'string') {
+    return ioredisConnection(client as IoredisClient);
+  }
+  if (typeof candidate.sendCommand === 'function' && typeof candidate.isOpen === 'boolean') {
+    if (Array.isArray(candidate.masters)) return nodeRedisClusterConnection(client as NodeRedisCluster);
+    if (typeof candidate.isReady === 'boolean') return nodeRedisConnection(client as NodeRedisClient);
+  }
+  return undefined;
 }
 
 function isNoScript(error: unknown): boolean {
@@ -28,15 +188,39 @@ function isNoScript(error: unknown): boolean {
  * NOSCRIPT means the script did not run, so sending it again charges nothing twice.
  */
 export function runScript(
-  client: RedisClient,
+  connection: Connection,
   script: LuaScript,
-  numKeys: number,
-  keysAndArgs: (string | number | Buffer)[],
+  keys: readonly string[],
+  args: readonly (string | Buffer)[],
   onReload: () => void,
 ): Promise<unknown> {
-  return client.callBuffer('evalsha', [script.sha, numKeys, ...keysAndArgs]).then(undefined, (error: unknown) => {
+  // Lower case: ioredis finds a command's keys (and so a cluster node) only under its lower-case name.
+  const rest = [String(keys.length), ...keys, ...args];
+  const send = (command: string[]): Promise<unknown> => connection.send([...command, ...rest], keys[0]);
+  return retryWithText(send, script, onReload);
+}
+
+/** The same on one cluster master, the keys among the arguments (the script says where, see scripts/consume.ts). */
+export function runScriptOnMaster(
+  connection: Connection,
+  master: string,
+  script: LuaScript,
+  args: readonly (string | Buffer)[],
+  onReload: () => void,
+): Promise<unknown> {
+  const sendToMaster = connection.sendToMaster;
+  if (sendToMaster === undefined) return noDirectRoute(master, false);
+  return retryWithText((command) => sendToMaster(master, [...command, '0', ...args]), script, onReload);
+}
+
+function retryWithText(
+  send: (command: string[]) => Promise<unknown>,
+  script: LuaScript,
+  onReload: () => void,
+): Promise<unknown> {
+  return send(['evalsha', script.sha]).then(undefined, (error: unknown) => {
     if (!isNoScript(error)) throw error;
     onReload();
-    return client.callBuffer('eval', [script.text, numKeys, ...keysAndArgs]);
+    return send(['eval', script.text]);
   });
 }

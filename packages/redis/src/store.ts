@@ -1,22 +1,22 @@
+import { describeValue, msUntilAvailable, type Outcome, RateLimitError, type Store } from '@ratecard/core';
+import calculateSlot from 'cluster-key-slot';
+import { AutoBatcher, CallBatch, type Receiver } from './batching.js';
 import {
-  type BucketCall,
-  describeValue,
-  msUntilAvailable,
-  type Outcome,
-  type OutcomeReceiver,
-  RateLimitError,
-  type Store,
-  type StoreCapabilities,
-} from '@ratecard/core';
-import { memoryStore } from '@ratecard/memory';
-import { AutoBatcher, type CallBatch } from './batching.js';
-import { type RedisClient, runScript } from './client.js';
+  type ClientState,
+  type Connection,
+  connectionTo,
+  NoDirectRoute,
+  type RedisClient,
+  runScript,
+  runScriptOnMaster,
+} from './client.js';
 import { DenyCache } from './deny-cache.js';
-import { KeyEncoder, slotOfKey, slotOfTag } from './keys.js';
-import { CONSUME } from './scripts/consume.js';
+import { KeyEncoder } from './keys.js';
+import { CONSUME, CONSUME_ON_MASTER } from './scripts/consume.js';
 import type { LuaScript } from './scripts/lua-script.js';
 import { PEEK } from './scripts/peek.js';
 import { RESET } from './scripts/reset.js';
+import { MAX_UPDATED_AT } from './value.js';
 
 export interface RedisStoreOptions {
   /** An ioredis `Redis` (standalone or Sentinel-managed) or `Cluster`, or anything with the same few members. */
@@ -51,20 +51,21 @@ export interface RedisStoreStats {
    * limiter's budget, they were answered by its policy, and sending them would have charged buckets for nothing.
    */
   expired: number;
+  /**
+   * Cluster calls sent again one by one, by key, because the master they were grouped for no longer served their
+   * slot (a migration or failover the client's slot map had not caught up with); the first try ran nothing.
+   */
+  rerouted: number;
   /** Calls waiting to be sent now. */
   queued: number;
 }
 
 /** A Store on Redis, with counters. */
 export interface RedisStore extends Store {
-  /** Always offered: the limiter's one-promise path (see Store.consumeTo). */
-  consumeTo: NonNullable<Store['consumeTo']>;
+  consume(organization: string, endpoint: string, limit: number, cost: number, deadline?: number): Promise<Outcome>;
   peek(organization: string, endpoint: string, limit: number, cost: number): Promise<Outcome>;
-  consumeBatch(calls: readonly BucketCall[]): Promise<Outcome[]>;
   reset(organization: string, endpoint: string): Promise<void>;
   close(): void;
-  /** A per-process memory store (on the same clock), for the limiter's 'fallback' policy. */
-  createFallback(): Store;
   /** Counters since the store was made. */
   stats(): RedisStoreStats;
 }
@@ -77,12 +78,18 @@ const MAX_PER_SCRIPT_CALL = 256;
  * bound for the others.
  */
 const MAX_FLUSHES_IN_FLIGHT = 2;
-/** The bucket value keeps updatedAt in 6 bytes. */
-const MAX_TIME = 2 ** 48 - 1;
 const DEFAULT_DENY_CACHE_SIZE = 10_000;
 
 function invalid(message: string): RateLimitError {
   return new RateLimitError('invalid_option', `ratecard: ${message}`);
+}
+
+/**
+ * An empty organization would make the key's hash tag `{}`, which Redis ignores (it hashes the whole key) while
+ * cluster-key-slot does not: the limiter never sends one, and the store refuses one from any other caller.
+ */
+function emptyOrganization(): RateLimitError {
+  return new RateLimitError('invalid_argument', 'ratecard: organization must be a non-empty string, got ""');
 }
 
 function failure(error: unknown): RateLimitError {
@@ -92,17 +99,15 @@ function failure(error: unknown): RateLimitError {
 }
 
 class RedisBucketStore implements RedisStore {
-  readonly capabilities: StoreCapabilities = Object.freeze({ shared: true, synchronous: false });
-  private readonly client: RedisClient;
+  readonly shared = true;
+  private readonly connection: Connection;
   private readonly keys: KeyEncoder;
   private readonly clientClock: boolean;
   private readonly now: () => number;
-  private readonly cluster: boolean;
   private readonly denies: DenyCache;
   private readonly batcher: AutoBatcher;
-  /** One error per client status: an outage may refuse thousands of calls a second, and a stack each costs more. */
-  private readonly notReadyErrors = new Map<string, RateLimitError>();
-  private connectRequested = false;
+  /** One error per client state: an outage may refuse thousands of calls a second, and a stack each costs more. */
+  private readonly notReadyErrors = new Map<ClientState, RateLimitError>();
   private closed = false;
   private sent = 0;
   private batches = 0;
@@ -110,6 +115,9 @@ class RedisBucketStore implements RedisStore {
   private scriptReloads = 0;
   private unavailable = 0;
   private expired = 0;
+  private rerouted = 0;
+  /** Resets so far: a denial sent before the latest one must not go back into the deny cache. */
+  private resets = 0;
   /** One error for every expired call: nobody reads it (the caller has stopped waiting), so it needs no stack each. */
   private readonly expiredError = new RateLimitError(
     'store_timeout',
@@ -120,14 +128,11 @@ class RedisBucketStore implements RedisStore {
     if (typeof options !== 'object' || options === null) {
       throw invalid(`redisStore needs an options object, got ${describeValue(options)}`);
     }
-    const { client } = options;
-    if (
-      typeof client !== 'object' ||
-      client === null ||
-      typeof client.callBuffer !== 'function' ||
-      typeof client.status !== 'string'
-    ) {
-      throw invalid(`client must be an ioredis Redis or Cluster client, got ${describeValue(client)}`);
+    const connection = connectionTo(options.client);
+    if (connection === undefined) {
+      throw invalid(
+        `client must be an ioredis or iovalkey Redis or Cluster, or a node-redis client or cluster, got ${describeValue(options.client)}`,
+      );
     }
     const prefix = options.prefix ?? 'ratecard:';
     if (typeof prefix !== 'string' || prefix.includes('{') || prefix.includes('}')) {
@@ -149,18 +154,18 @@ class RedisBucketStore implements RedisStore {
     if (!Number.isSafeInteger(denyCacheSize) || denyCacheSize < 0) {
       throw invalid(`denyCacheSize must be a non-negative integer, got ${describeValue(options.denyCacheSize)}`);
     }
-    this.client = client;
+    this.connection = connection;
     this.keys = new KeyEncoder(prefix);
     this.clientClock = clock === 'client';
     // Date.now is read per call (not captured) so that fake clocks installed after creation are seen.
     this.now = options.now ?? (() => Date.now());
-    this.cluster = client.isCluster === true;
     this.denies = new DenyCache(denyCacheSize);
     this.batcher = new AutoBatcher(
       this.sendConsume,
-      this.cluster,
+      () => connection.state(),
+      connection.masterOf,
       MAX_PER_SCRIPT_CALL,
-      this.cluster ? Number.POSITIVE_INFINITY : MAX_FLUSHES_IN_FLIGHT,
+      connection.cluster ? Number.POSITIVE_INFINITY : MAX_FLUSHES_IN_FLIGHT,
       this.onExpired,
     );
   }
@@ -171,70 +176,37 @@ class RedisBucketStore implements RedisStore {
     limit: number,
     cost: number,
     deadline = Number.POSITIVE_INFINITY,
-  ): Outcome | Promise<Outcome> {
+  ): Promise<Outcome> {
     if (this.closed) return Promise.reject(this.closedError());
-    const tag = this.keys.tag(organization);
-    const key = this.keys.key(tag, endpoint);
-    const cached = this.cachedDenial(key, limit, cost);
-    if (cached !== undefined) return cached;
+    if (organization.length === 0) return Promise.reject(emptyOrganization());
+    const key = this.keys.key(this.keys.tag(organization), endpoint);
+    const cached = this.denies.size === 0 ? undefined : this.denies.answer(key, limit, cost, this.cacheTime());
+    if (cached !== undefined) return Promise.resolve(cached);
+    if (this.connection.state() === 'closed') return Promise.reject(this.notReady());
+    const slot = this.connection.cluster ? calculateSlot(key) : 0;
     return new Promise<Outcome>((resolve, reject) => {
-      this.send(tag, key, limit, cost, deadline, { settle: resolve, fail: reject });
+      this.batcher.add(key, slot, limit, cost, deadline, { resolve, reject });
     });
-  }
-
-  consumeTo(
-    organization: string,
-    endpoint: string,
-    limit: number,
-    cost: number,
-    deadline: number,
-    receiver: OutcomeReceiver,
-  ): void {
-    if (this.closed) return receiver.fail(this.closedError());
-    const tag = this.keys.tag(organization);
-    const key = this.keys.key(tag, endpoint);
-    const cached = this.cachedDenial(key, limit, cost);
-    if (cached !== undefined) return receiver.settle(cached);
-    this.send(tag, key, limit, cost, deadline, receiver);
-  }
-
-  /** The deny cache's answer, when it has one: an exact denial that costs no Redis call. */
-  private cachedDenial(key: string, limit: number, cost: number): Outcome | undefined {
-    return this.denies.size === 0 ? undefined : this.denies.answer(key, limit, cost, this.cacheTime());
-  }
-
-  /** Queues a call for the next flush, or refuses it at once while the client could only queue it offline. */
-  private send(tag: string, key: string, limit: number, cost: number, deadline: number, to: OutcomeReceiver): void {
-    if (this.client.status !== 'ready') return to.fail(this.notReady());
-    const slot = this.cluster ? (tag.length > 0 ? slotOfTag(tag) : slotOfKey(key)) : 0;
-    this.batcher.add(key, slot, limit, cost, deadline, to);
   }
 
   async peek(organization: string, endpoint: string, limit: number, cost: number): Promise<Outcome> {
     const key = this.keyFor(organization, endpoint);
-    const reply = await this.run(PEEK, [key, this.clockArgument(), limit, cost]);
+    const reply = await this.run(PEEK, key, [this.clockArgument(), limit, cost]);
     if (typeof reply !== 'number') throw failure(new Error(`unexpected peek reply ${describeValue(reply)}`));
     return reply;
   }
 
-  consumeBatch(calls: readonly BucketCall[]): Promise<Outcome[]> {
-    // Every call joins the same flush, so the batch goes out as one script call per slot.
-    return Promise.all(calls.map((call) => this.consume(call.organization, call.endpoint, call.limit, call.cost)));
-  }
-
   async reset(organization: string, endpoint: string): Promise<void> {
     const key = this.keyFor(organization, endpoint);
+    this.resets++;
     this.denies.forget(key);
-    await this.run(RESET, [key]);
+    await this.run(RESET, key, []);
   }
 
   close(): void {
     this.closed = true;
     this.denies.clear();
-  }
-
-  createFallback(): Store {
-    return this.clientClock ? memoryStore({ now: this.now }) : memoryStore();
+    this.batcher.dropQueued(this.closedError());
   }
 
   stats(): RedisStoreStats {
@@ -247,21 +219,26 @@ class RedisBucketStore implements RedisStore {
       scriptReloads: this.scriptReloads,
       unavailable: this.unavailable,
       expired: this.expired,
+      rerouted: this.rerouted,
       queued: this.batcher.queued,
     };
   }
 
   private keyFor(organization: string, endpoint: string): string {
     if (this.closed) throw this.closedError();
+    if (organization.length === 0) throw emptyOrganization();
     return this.keys.key(this.keys.tag(organization), endpoint);
   }
 
-  /** Runs a single-key script, refusing at once when the client could only queue it. */
-  private run(script: LuaScript, keyAndArgs: (string | number)[]): Promise<unknown> {
-    if (this.client.status !== 'ready') return Promise.reject(this.notReady());
-    return runScript(this.client, script, 1, keyAndArgs, this.onReload).then(undefined, (error: unknown) => {
-      throw failure(error);
-    });
+  /** Runs a single-key script, refusing at once when the client could only queue it in its offline queue. */
+  private run(script: LuaScript, key: string, args: (string | number)[]): Promise<unknown> {
+    if (this.connection.state() !== 'ready') return Promise.reject(this.notReady());
+    return runScript(this.connection, script, [key], args.map(String), this.onReload).then(
+      undefined,
+      (error: unknown) => {
+        throw failure(error);
+      },
+    );
   }
 
   private readonly onReload = (): void => {
@@ -275,8 +252,7 @@ class RedisBucketStore implements RedisStore {
 
   /** Sends calls `from`..`to` of a batch as one consume script call and settles each from the reply. */
   private readonly sendConsume = (batch: CallBatch, from: number, to: number): Promise<void> => {
-    // The status may have changed since the calls were queued; a command sent now would wait in the offline queue.
-    if (this.client.status !== 'ready') {
+    if (this.connection.state() === 'closed') {
       batch.rejectAll(this.notReady(), from, to);
       return Promise.resolve();
     }
@@ -291,11 +267,9 @@ class RedisBucketStore implements RedisStore {
     const keys = batch.keys;
     const limits = batch.limits;
     const costs = batch.costs;
-    const args: (string | Buffer)[] = new Array(n + 3);
     let uniform = true;
-    for (let i = 0; i < n; i++) {
-      args[i] = keys[from + i] as string;
-      if (limits[from + i] !== limits[from] || costs[from + i] !== costs[from]) uniform = false;
+    for (let i = from; i < to; i++) {
+      if (limits[i] !== limits[from] || costs[i] !== costs[from]) uniform = false;
     }
     // The script's ARGV: see scripts/consume.ts. One (limit, cost) pair when the whole batch shares it, as a batch
     // from one plan and endpoint does, else one per call.
@@ -309,18 +283,55 @@ class RedisBucketStore implements RedisStore {
         numbers.writeDoubleLE(costs[from + i] as number, 16 * i + 8);
       }
     }
-    args[n] = now === undefined ? '' : String(now);
-    args[n + 1] = numbers;
-    args[n + 2] = n > 1 && hasRepeats(keys, from, to) ? '1' : '';
+    const args = [now === undefined ? '' : String(now), numbers, n > 1 && hasRepeats(keys, from, to) ? '1' : ''];
     this.sent += n;
     this.batches++;
     if (n > this.largestBatch) this.largestBatch = n;
     const sentAt = performance.now();
-    return runScript(this.client, CONSUME, n, args, this.onReload).then(
-      (reply) => this.settleConsume(batch, from, to, reply, now, sentAt),
-      (error: unknown) => batch.rejectAll(failure(error), from, to),
-    );
+    const resets = this.resets;
+    const settle = (reply: unknown): void =>
+      this.settleConsume(batch, from, to, reply, now, sentAt, resets === this.resets);
+    const master = batch.master;
+    if (master === undefined) {
+      return runScript(this.connection, CONSUME, keys.slice(from, to), args, this.onReload).then(settle, (error) =>
+        batch.rejectAll(failure(error), from, to),
+      );
+    }
+    return runScriptOnMaster(
+      this.connection,
+      master,
+      CONSUME_ON_MASTER,
+      [...args, ...keys.slice(from, to)],
+      this.onReload,
+    ).then(settle, (error: unknown) => {
+      if (!notRunBecauseMoved(error)) return batch.rejectAll(failure(error), from, to);
+      // The slot map was out of date: nothing ran (the script reads every key before it writes one), so each call
+      // goes again by key, alone, and the client follows MOVED or ASK for it.
+      this.sent -= n;
+      this.batches--;
+      this.rerouted += n;
+      return this.sendByKey(batch, from, to);
+    });
   };
+
+  /** Sends calls one by one, each routed by its key; those past their deadline are dropped unsent. */
+  private sendByKey(batch: CallBatch, from: number, to: number): Promise<void> {
+    const now = performance.now();
+    const sent: Promise<void>[] = [];
+    let expired = 0;
+    for (let i = from; i < to; i++) {
+      if ((batch.deadlines[i] as number) <= now) {
+        (batch.receivers[i] as Receiver).reject(this.expiredError);
+        expired++;
+        continue;
+      }
+      const single = new CallBatch();
+      single.takeFrom(batch, i);
+      sent.push(this.sendConsume(single, 0, 1));
+    }
+    this.expired += expired;
+    return Promise.all(sent).then(() => undefined);
+  }
 
   private settleConsume(
     batch: CallBatch,
@@ -329,6 +340,7 @@ class RedisBucketStore implements RedisStore {
     reply: unknown,
     now: number | undefined,
     sentAt: number,
+    cacheDenials: boolean,
   ): void {
     const n = to - from;
     // n outcomes, then a flag per limited one, each a little-endian double (see scripts/consume.ts).
@@ -347,7 +359,7 @@ class RedisBucketStore implements RedisStore {
       } else {
         const steady = flag < reply.length && reply.readDoubleLE(flag) === 1;
         flag += 8;
-        if (steady) {
+        if (steady && cacheDenials) {
           const limit = batch.limits[j] as number;
           const cost = batch.costs[j] as number;
           const wait = msUntilAvailable(outcome, limit, cost);
@@ -357,7 +369,7 @@ class RedisBucketStore implements RedisStore {
           else this.denies.remember(key, limit, cost, -1 - outcome, receivedAt, sentAt + wait);
         }
       }
-      (batch.receivers[j] as OutcomeReceiver).settle(outcome);
+      (batch.receivers[j] as Receiver).resolve(outcome);
     }
   }
 
@@ -372,7 +384,7 @@ class RedisBucketStore implements RedisStore {
 
   private readClock(): number {
     const now = Math.floor(this.now());
-    if (!(now >= 0 && now <= MAX_TIME)) {
+    if (!(now >= 0 && now <= MAX_UPDATED_AT)) {
       throw invalid(`now() must return epoch milliseconds, got ${describeValue(now)}`);
     }
     return now;
@@ -380,16 +392,12 @@ class RedisBucketStore implements RedisStore {
 
   private notReady(): RateLimitError {
     this.unavailable++;
-    const status = this.client.status;
-    if (status === 'wait' && !this.connectRequested && typeof this.client.connect === 'function') {
-      // A lazyConnect client connects on its first command; the store sends none while it is not ready, so ask.
-      this.connectRequested = true;
-      this.client.connect().then(undefined, () => undefined);
-    }
-    let error = this.notReadyErrors.get(status);
+    const state = this.connection.state();
+    let error = this.notReadyErrors.get(state);
     if (error === undefined) {
-      error = new RateLimitError('store_unavailable', `ratecard: the Redis client is not ready (status '${status}')`);
-      this.notReadyErrors.set(status, error);
+      const what = state === 'closed' ? 'is closed' : 'is not ready (connecting or reconnecting)';
+      error = new RateLimitError('store_unavailable', `ratecard: the ${this.connection.kind} client ${what}`);
+      this.notReadyErrors.set(state, error);
     }
     return error;
   }
@@ -397,6 +405,20 @@ class RedisBucketStore implements RedisStore {
   private closedError(): RateLimitError {
     return new RateLimitError('store_closed', 'ratecard: this Redis store is closed');
   }
+}
+
+/**
+ * Whether a script meant for one master did not run and its calls may go by key: the client had not connected to
+ * that master yet, or the master no longer serves one of the keys (a slot moved or is moving: the script stops at its
+ * first read of such a key, before any write), or the reply is a redirection. A master whose connection is down is
+ * not one of these: its calls are refused, because by key they would wait in the client's retries past their
+ * deadlines.
+ */
+function notRunBecauseMoved(error: unknown): boolean {
+  if (error instanceof NoDirectRoute) return !error.down;
+  if (!(error instanceof Error)) return false;
+  const message = error.message;
+  return message.includes('non local key') || /^(MOVED|ASK|TRYAGAIN) /.test(message);
 }
 
 /** Whether a key appears more than once among `keys[from..to)`: the script then tracks what it wrote. */
@@ -412,7 +434,7 @@ function hasRepeats(keys: readonly string[], from: number, to: number): boolean 
 
 /**
  * A token-bucket store on Redis or Redis Cluster: one atomic Lua script per bucket update, calls of the same tick
- * batched into one script call (per slot in a cluster), and a local cache of buckets known to be empty.
+ * batched into one script call (per master in a cluster), and a local cache of buckets known to be empty.
  */
 export function redisStore(options: RedisStoreOptions): RedisStore {
   return new RedisBucketStore(options);

@@ -6,9 +6,10 @@
  */
 import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { connect, createServer } from 'node:net';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 
 const HOST = '127.0.0.1';
 
@@ -117,56 +118,26 @@ function exited(child: ChildProcess, timeoutMs: number): Promise<boolean> {
   });
 }
 
-// ---------------------------------------------------------------------------------------------------------------
-// A tiny RESP client for the harness's own few commands (PING, CLUSTER INFO), so it needs no Redis library.
-
-function encodeCommand(args: readonly string[]): string {
-  return `*${args.length}\r\n${args.map((arg) => `$${Buffer.byteLength(arg)}\r\n${arg}\r\n`).join('')}`;
-}
-
-/** The reply to one command, for simple, integer, error and bulk string replies; undefined until it is complete. */
-function parseReply(data: Buffer): string | Error | undefined {
-  const end = data.indexOf('\r\n');
-  if (end === -1) return undefined;
-  const head = data.subarray(1, end).toString();
-  switch (String.fromCharCode(data[0] as number)) {
-    case '+':
-    case ':':
-      return head;
-    case '-':
-      return new Error(head);
-    case '$': {
-      const length = Number(head);
-      if (length < 0) return '';
-      if (data.length < end + 2 + length + 2) return undefined;
-      return data.subarray(end + 2, end + 2 + length).toString();
-    }
-    default:
-      return new Error(`unexpected reply ${JSON.stringify(data.toString().slice(0, 40))}`);
-  }
-}
-
-/** Sends one command to a server and returns its reply. */
-export function redisCommand(address: RedisAddress, args: readonly string[], timeoutMs = 2_000): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: address.host, port: address.port });
-    let data = Buffer.alloc(0);
-    const finish = (error: Error | undefined, value?: string): void => {
-      clearTimeout(timer);
-      socket.destroy();
-      if (error !== undefined) reject(error);
-      else resolve(value as string);
-    };
-    const timer = setTimeout(() => finish(new Error(`no reply from ${address.host}:${address.port}`)), timeoutMs);
-    socket.on('error', (error) => finish(error));
-    socket.on('connect', () => socket.write(encodeCommand(args)));
-    socket.on('data', (chunk: Buffer) => {
-      data = Buffer.concat([data, chunk]);
-      const reply = parseReply(data);
-      if (reply instanceof Error) finish(reply);
-      else if (reply !== undefined) finish(undefined, reply);
-    });
+/** Sends one command to a server over a fresh ioredis connection and returns its reply as text. */
+export async function redisCommand(address: RedisAddress, args: readonly string[], timeoutMs = 2_000): Promise<string> {
+  const [command = 'PING', ...rest] = args;
+  const client = new Redis({
+    host: address.host,
+    port: address.port,
+    lazyConnect: true,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
   });
+  // Failures reach the caller through the rejected promise; the event would only be printed.
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    return String(await client.call(command, ...rest));
+  } finally {
+    client.disconnect();
+  }
 }
 
 async function waitFor(what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {

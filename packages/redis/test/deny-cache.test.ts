@@ -34,7 +34,7 @@ describe.skipIf(REDIS_URL === null)('the deny cache', () => {
     const org = await drainedBucket();
     const sent = store.stats().sent;
     clock.now += 1_234;
-    expect(store.consume(org, 'e', 10, 1)).toBe(-1 - 12_340);
+    expect(await store.consume(org, 'e', 10, 1)).toBe(-1 - 12_340);
     expect(store.stats()).toMatchObject({ sent, denyCacheHits: 1 });
   });
 
@@ -42,7 +42,7 @@ describe.skipIf(REDIS_URL === null)('the deny cache', () => {
     freshStore();
     const org = await drainedBucket();
     clock.now = T0 + 5_999;
-    expect(store.consume(org, 'e', 10, 1)).toBe(-1 - 59_990);
+    expect(await store.consume(org, 'e', 10, 1)).toBe(-1 - 59_990);
     clock.now = T0 + 6_000;
     expect(await store.consume(org, 'e', 10, 1)).toBe(0);
     expect(store.stats().denyCacheHits).toBe(1);
@@ -53,7 +53,7 @@ describe.skipIf(REDIS_URL === null)('the deny cache', () => {
     const org = await drainedBucket(2);
     clock.now += 6_000;
     // One token is back: a cost of 1 would be admitted, so it must go to Redis.
-    expect(store.consume(org, 'e', 10, 3)).toBe(-1 - U);
+    expect(await store.consume(org, 'e', 10, 3)).toBe(-1 - U);
     expect(await store.consume(org, 'e', 25, 2)).toBe(-1 - U);
     expect(store.stats().denyCacheHits).toBe(1);
     expect(await store.consume(org, 'e', 10, 1)).toBe(0);
@@ -76,6 +76,19 @@ describe.skipIf(REDIS_URL === null)('the deny cache', () => {
     await store.reset(org, 'e');
     expect(await store.consume(org, 'e', 10, 1)).toBe(9 * U);
     expect(store.stats().denyCacheHits).toBe(0);
+  });
+
+  it('does not remember a denial that was in flight when the bucket was reset', async () => {
+    freshStore();
+    const org = uniqueOrg('reset-race');
+    expect(await store.consume(org, 'e', 10, 10)).toBe(0);
+    const inFlight = store.consume(org, 'e', 10, 1);
+    // The flush leaves on the next tick; the reset starts right after, before the denial can come back.
+    await new Promise((resolve) => process.nextTick(resolve));
+    await store.reset(org, 'e');
+    expect(await inFlight).toBe(-1);
+    expect(await store.consume(org, 'e', 10, 1)).toBe(9 * U);
+    expect(store.stats()).toMatchObject({ denyCacheHits: 0, denyCacheSize: 0 });
   });
 
   it('does not remember a bucket that refills at another limit than the request', async () => {
@@ -108,7 +121,7 @@ describe.skipIf(REDIS_URL === null)('the deny cache', () => {
     await cached.consume(org, 'e', 10, 10);
     expect(await cached.consume(org, 'e', 10, 1)).toBe(-1);
     own.disconnect();
-    expect(cached.consume(org, 'e', 10, 1)).toBe(-1);
+    expect(await cached.consume(org, 'e', 10, 1)).toBe(-1);
     await expect(cached.consume(uniqueOrg('other'), 'e', 10, 1)).rejects.toMatchObject({ code: 'store_unavailable' });
   });
 

@@ -1,4 +1,5 @@
 import { createLimiter, type Decision, type Limiter, RateLimitError, type StoreErrorPolicy } from '@ratecard/core';
+import { memoryStore } from '@ratecard/memory';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisStore } from '../src/index.js';
@@ -94,7 +95,10 @@ describe.skipIf(!canSpawn)('when Redis fails', () => {
   async function connectedLimiter(policy: StoreErrorPolicy): Promise<{ client: Redis; limiter: Limiter }> {
     const client = quiet(new Redis(server.url));
     await ready(client);
-    return { client, limiter: createLimiter({ store: redisStore({ client }), onStoreError: policy }) };
+    return {
+      client,
+      limiter: createLimiter({ store: redisStore({ client }), fallback: memoryStore(), onStoreError: policy }),
+    };
   }
 
   for (const policy of ['fallback', 'deny', 'allow', 'throw'] as const) {
@@ -188,7 +192,7 @@ describe.skipIf(!canSpawn)('when Redis fails', () => {
     const client = quiet(new Redis(server.url));
     await ready(client);
     const store = redisStore({ client });
-    const limiter = createLimiter({ store, onStoreError: 'fallback' });
+    const limiter = createLimiter({ store, fallback: memoryStore(), onStoreError: 'fallback' });
     const request = { organization: uniqueOrg('flood'), endpoint: 'POST /browsers', plan: 'enterprise' } as const;
     const pid = server.pid as number;
     process.kill(pid, 'SIGSTOP');
@@ -211,27 +215,41 @@ describe.skipIf(!canSpawn)('when Redis fails', () => {
     client.disconnect();
   });
 
-  it('answers by policy within the budget before a new client connects, then from Redis', async () => {
+  it('waits for a client that is still connecting, within the budget, and answers from Redis', async () => {
     const client = quiet(new Redis(server.url));
-    const limiter = createLimiter({ store: redisStore({ client }) });
+    const store = redisStore({ client });
+    const limiter = createLimiter({ store, fallback: memoryStore() });
     const request = { organization: uniqueOrg('early'), endpoint: 'POST /browsers', plan: 'startup' } as const;
+    expect(client.status).not.toBe('ready');
     const start = performance.now();
     const early = await Promise.all(Array.from({ length: 20 }, () => limiter.consume(request)));
     expect(performance.now() - start).toBeLessThanOrEqual(BUDGET_MS + SLACK_MS);
-    expect(new Set(early.map((decision) => decision.source))).toEqual(new Set(['fallback']));
-    await ready(client);
+    expect(early.map((decision) => decision.source)).toEqual(Array(20).fill('store'));
+    expect(early.at(-1)?.remaining).toBe(80);
+    expect(store.stats()).toMatchObject({ unavailable: 0, sent: 20 });
+    client.disconnect();
+  });
+
+  it('asks a lazyConnect client to connect, and answers its first call from Redis', async () => {
+    const client = quiet(new Redis(server.url, { lazyConnect: true }));
+    const store = redisStore({ client });
+    const limiter = createLimiter({ store, fallback: memoryStore() });
+    const request = { organization: uniqueOrg('lazy'), endpoint: 'POST /browsers', plan: 'startup' } as const;
     expect((await limiter.consume(request)).source).toBe('store');
     client.disconnect();
   });
 
-  it('asks a lazyConnect client to connect on the first call', async () => {
-    const client = quiet(new Redis(server.url, { lazyConnect: true }));
+  it('answers by policy within the budget when the client never connects, and sends nothing later', async () => {
+    const client = quiet(new Redis({ port: 1, host: '127.0.0.1', retryStrategy: () => 50 }));
     const store = redisStore({ client });
-    const limiter = createLimiter({ store });
-    const request = { organization: uniqueOrg('lazy'), endpoint: 'POST /browsers', plan: 'startup' } as const;
-    expect((await limiter.consume(request)).source).toBe('fallback');
-    await ready(client);
-    expect((await limiter.consume(request)).source).toBe('store');
+    const limiter = createLimiter({ store, fallback: memoryStore() });
+    const request = { organization: uniqueOrg('never'), endpoint: 'POST /browsers', plan: 'startup' } as const;
+    const start = performance.now();
+    const decisions = await Promise.all(Array.from({ length: 20 }, () => limiter.consume(request)));
+    expect(performance.now() - start).toBeLessThanOrEqual(BUDGET_MS + SLACK_MS);
+    expect(new Set(decisions.map((decision) => decision.source))).toEqual(new Set(['fallback']));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(store.stats()).toMatchObject({ sent: 0, queued: 0, expired: 20 });
     client.disconnect();
   });
 

@@ -1,8 +1,9 @@
+import calculateSlot from 'cluster-key-slot';
 import fc from 'fast-check';
 import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bucketKey } from '../src/index.js';
-import { decodeName, encodeName, slotOfKey, slotOfTag } from '../src/keys.js';
+import { decodeName, encodeName } from '../src/keys.js';
 import { CLUSTER_NODES, connectCluster } from './support/redis.js';
 
 /** Any JS string, lone surrogates and the characters the encoding escapes included. */
@@ -13,6 +14,9 @@ const names = fc.oneof(
     maxLength: 20,
   }),
 );
+
+/** Organizations: any non-empty name (the limiter and the store refuse an empty one). */
+const organizations = names.filter((name) => name.length > 0);
 
 /** Redis' hash tag rule: the text between the first `{` and the first `}` after it. */
 function hashTag(key: string): string | undefined {
@@ -28,7 +32,7 @@ describe('key encoding', () => {
 
   it('gives distinct keys to distinct (organization, endpoint) pairs', () => {
     fc.assert(
-      fc.property(names, names, names, names, (org1, end1, org2, end2) => {
+      fc.property(organizations, names, organizations, names, (org1, end1, org2, end2) => {
         fc.pre(org1 !== org2 || end1 !== end2);
         return bucketKey(org1, end1) !== bucketKey(org2, end2);
       }),
@@ -37,19 +41,15 @@ describe('key encoding', () => {
 
   it('makes the encoded organization, and nothing else, the hash tag', () => {
     fc.assert(
-      fc.property(
-        names.filter((name) => name.length > 0),
-        names,
-        (organization, endpoint) => {
-          expect(hashTag(bucketKey(organization, endpoint))).toBe(encodeName(organization));
-        },
-      ),
+      fc.property(organizations, names, (organization, endpoint) => {
+        expect(hashTag(bucketKey(organization, endpoint))).toBe(encodeName(organization));
+      }),
     );
   });
 
   it('leaves no lone surrogate in a key, since UTF-8 cannot carry one', () => {
     fc.assert(
-      fc.property(names, names, (org, endpoint) => {
+      fc.property(organizations, names, (org, endpoint) => {
         const key = bucketKey(org, endpoint);
         // A UTF-8 round trip changes exactly the strings that hold a lone surrogate.
         return Buffer.from(key, 'utf8').toString('utf8') === key;
@@ -63,14 +63,21 @@ describe('key encoding', () => {
     expect(bucketKey('a}b', 'PUT /browser-pools/:id')).toBe('ratecard:{a%7Db}:PUT /browser-pools/%3Aid');
   });
 
-  it('computes the slot of the hash tag, not of the whole key', () => {
-    expect(slotOfKey(bucketKey('org-1', 'POST /browsers'))).toBe(slotOfTag('org-1'));
-    expect(slotOfKey('ratecard:{}:e')).not.toBe(slotOfTag(''));
+  it('puts every bucket of an organization in the slot of its hash tag', () => {
+    expect(calculateSlot(bucketKey('org-1', 'POST /browsers'))).toBe(calculateSlot('org-1'));
+    expect(calculateSlot(bucketKey('org-1', 'PUT /browser-pools/:id'))).toBe(calculateSlot('org-1'));
   });
 
-  // The CRC16 check value from the Redis Cluster specification.
-  it('agrees with the specification on the slot of "123456789"', () => {
-    expect(slotOfTag('123456789')).toBe(0x31c3 & 0x3fff);
+  it('never makes a key whose first hash tag is empty', () => {
+    expect(() => bucketKey('', 'POST /browsers')).toThrowError(expect.objectContaining({ code: 'invalid_argument' }));
+    expect(() => bucketKey('org', 'e', 'x{}')).toThrowError(expect.objectContaining({ code: 'invalid_argument' }));
+    fc.assert(
+      fc.property(organizations, names, (org, endpoint) => {
+        const key = bucketKey(org, endpoint);
+        const open = key.indexOf('{');
+        return open === 'ratecard:'.length && key.indexOf('}', open) > open + 1;
+      }),
+    );
   });
 });
 
@@ -82,9 +89,16 @@ describe.skipIf(CLUSTER_NODES === null)('key slots on a cluster', () => {
   afterAll(() => client.disconnect());
 
   it('are the slots Redis computes (CLUSTER KEYSLOT), for any names', async () => {
-    const samples = fc.sample(fc.tuple(names, names), { numRuns: 300, seed: 42 });
+    const samples = fc.sample(fc.tuple(organizations, names), { numRuns: 300, seed: 42 });
     const keys = samples.map(([org, endpoint]) => bucketKey(org, endpoint));
     const slots = await Promise.all(keys.map((key) => client.cluster('KEYSLOT', key)));
-    expect(slots).toEqual(keys.map((key) => slotOfKey(key)));
+    expect(slots).toEqual(keys.map((key) => calculateSlot(key)));
+  });
+
+  // Why the store refuses an empty organization and a prefix with braces: on such keys the two disagree.
+  it('differ from cluster-key-slot only on keys whose first hash tag is empty, which ratecard never makes', async () => {
+    for (const key of ['{}{a}', 'x{}y{z}']) {
+      expect(await client.cluster('KEYSLOT', key)).not.toBe(calculateSlot(key));
+    }
   });
 });

@@ -22,10 +22,14 @@ describe('redisStore options', () => {
     expect(refusal(undefined).message).toBe('ratecard: redisStore needs an options object, got undefined');
   });
 
-  it('needs a client with status and callBuffer', () => {
-    const error = refusal({ client: { status: 'ready' } });
-    expect(error.code).toBe('invalid_option');
-    expect(error.message).toBe('ratecard: client must be an ioredis Redis or Cluster client, got an object');
+  it('needs a client it knows: ioredis or iovalkey, node-redis client or cluster', () => {
+    for (const client of [{ status: 'ready' }, { sendCommand: () => undefined }, 'redis://localhost', null]) {
+      const error = refusal({ client });
+      expect(error.code).toBe('invalid_option');
+      expect(error.message).toMatch(
+        /^ratecard: client must be an ioredis or iovalkey Redis or Cluster, or a node-redis/,
+      );
+    }
   });
 
   it('refuses a prefix with braces, which would take the hash tag from the organization', () => {
@@ -56,10 +60,14 @@ describe('redisStore options', () => {
     );
   });
 
-  it('declares a shared, asynchronous store with a memory fallback', () => {
+  it('declares a shared store', () => {
+    expect(redisStore({ client }).shared).toBe(true);
+  });
+
+  it('refuses an empty organization, whose key Redis and the slot hash would place apart', async () => {
     const store = redisStore({ client });
-    expect(store.capabilities).toEqual({ shared: true, synchronous: false });
-    expect(store.createFallback().capabilities.shared).toBe(false);
+    const error = await store.consume('', 'e', 10, 1).catch((reason: unknown) => reason);
+    expect((error as RateLimitError).code).toBe('invalid_argument');
   });
 
   it('rejects a call when the client clock returns no usable time', async () => {
@@ -74,5 +82,19 @@ describe('redisStore options', () => {
     store.close();
     const error = await Promise.resolve(store.consume('org', 'e', 10, 1)).catch((reason: unknown) => reason);
     expect((error as RateLimitError).code).toBe('store_closed');
+  });
+
+  it('drops the calls still queued when it is closed, and sends none of them', async () => {
+    let sent = 0;
+    const counting: RedisClient = { status: 'ready', callBuffer: () => Promise.resolve(++sent && []) };
+    const store = redisStore({ client: counting });
+    const queued = Array.from({ length: 5 }, (_, i) => store.consume(`org-${i}`, 'e', 10, 1));
+    store.close();
+    const outcomes = await Promise.allSettled(queued);
+    expect(outcomes.map((o) => (o.status === 'rejected' ? o.reason.code : o.status))).toEqual(
+      Array(5).fill('store_closed'),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(sent).toBe(0);
   });
 });

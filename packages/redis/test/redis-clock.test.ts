@@ -1,4 +1,4 @@
-import { UNITS_PER_TOKEN as U } from '@ratecard/core';
+import { msUntilFull, UNITS_PER_TOKEN as U } from '@ratecard/core';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bucketKey, decodeBucketValue, redisStore } from '../src/index.js';
@@ -22,7 +22,7 @@ describe.skipIf(REDIS_URL === null)('the default clock, Redis TIME', () => {
     await redisStore({ client }).consume(org, 'e', 10, 1);
     const after = await redisTimeMs(client);
     const value = (await client.getBuffer(bucketKey(org, 'e'))) as Buffer;
-    const updatedAt = decodeBucketValue(value, after)?.updatedAt;
+    const updatedAt = decodeBucketValue(value)?.updatedAt;
     expect(updatedAt).toBeGreaterThanOrEqual(before);
     expect(updatedAt).toBeLessThanOrEqual(after);
   });
@@ -48,5 +48,26 @@ describe.skipIf(REDIS_URL === null)('the default clock, Redis TIME', () => {
     expect(await store.consume(org, 'e', 60_000, 60_000)).toBe(0);
     await new Promise((resolve) => setTimeout(resolve, 30));
     expect(await store.peek(org, 'e', 60_000, 20)).toBeGreaterThanOrEqual(10 * U);
+  });
+
+  // Redis' own clock cannot be stepped from a test; a bucket stamped an hour ahead of it is what a host clock stepped
+  // back an hour after the write leaves, and the script must treat it the same way with TIME as with a client clock.
+  it('neither refills nor admits when the server clock is behind the stored time, and counts on from it', async () => {
+    const store = redisStore({ client });
+    const org = uniqueOrg('time-back');
+    const key = bucketKey(org, 'e');
+    const ahead = (await redisTimeMs(client)) + 3_600_000;
+    await client.set(key, `0 ${ahead} 10`, 'PX', 4_000_000);
+    expect(await store.peek(org, 'e', 10, 1)).toBe(-1);
+    expect(await store.consume(org, 'e', 10, 1)).toBe(-1);
+    await client.set(key, `${2 * U} ${ahead} 10`, 'PX', 4_000_000);
+    const outcome = await store.consume(org, 'e', 10, 1);
+    expect(outcome).toBe(U);
+    const now = await redisTimeMs(client);
+    // Written at the stored time, not Redis' now, and kept until the bucket is full counted from there.
+    expect(await client.get(key)).toBe(`${U} ${ahead} 10`);
+    const ttl = await client.pttl(key);
+    expect(ttl).toBeLessThanOrEqual(ahead + msUntilFull(outcome, 10) - now + 1);
+    expect(ttl).toBeGreaterThan(ahead + msUntilFull(outcome, 10) - now - 1_000);
   });
 });

@@ -19,6 +19,8 @@ export interface Config {
   demoKeys: boolean;
   redisUrl: string | undefined;
   clusterNodes: ClusterNode[] | undefined;
+  /** Where Prometheus scrapes the limiter's metrics; undefined: no metrics. */
+  metricsPort: number | undefined;
 }
 
 export class ConfigError extends Error {
@@ -73,6 +75,10 @@ export function readConfig(env: NodeJS.ProcessEnv): Config {
     demoKeys: keysFile === DEMO_KEYS_FILE,
     redisUrl,
     clusterNodes: nodes === undefined || nodes === '' ? undefined : parseNodes(nodes),
+    metricsPort:
+      env.METRICS_PORT === undefined || env.METRICS_PORT === ''
+        ? undefined
+        : parsePort(env.METRICS_PORT, 'METRICS_PORT'),
   };
 }
 

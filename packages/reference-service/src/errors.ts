@@ -9,6 +9,7 @@ export type ServiceErrorCode =
   | 'not_found'
   | 'method_not_allowed'
   | 'conflict'
+  | 'expectation_failed'
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'headers_too_large'
@@ -52,6 +53,14 @@ export const UNAUTHORIZED: HttpError = new HttpError(
   'Missing or invalid authorization token. Send exactly one header: Authorization: Bearer <token>.',
   { headers: { 'www-authenticate': 'Bearer' } },
 );
+
+/**
+ * A 409. The SDK retries a 409 by default (elsewhere it can be a lock timeout); none of this service's conflicts
+ * goes away by retrying, so the answer says so and one call costs one request.
+ */
+export function conflict(message: string): HttpError {
+  return new HttpError(409, 'conflict', message, { headers: { 'x-should-retry': 'false' } });
+}
 
 export const INTERNAL: HttpError = new HttpError(500, 'internal_error', 'Internal server error.');
 

@@ -40,6 +40,50 @@ export class Fields {
     return value;
   }
 
+  /** Whether the body holds the field; an optional field is read only when it does. */
+  has(field: string): boolean {
+    return Object.hasOwn(this.body, field);
+  }
+
+  isNull(field: string): boolean {
+    return this.body[field] === null;
+  }
+
+  boolean(field: string): boolean {
+    const value = this.body[field];
+    if (value === undefined) return this.missing(field, false);
+    if (typeof value !== 'boolean') return this.wrong(field, `must be true or false, got ${shown(value)}`, false);
+    return value;
+  }
+
+  /** A JSON object; `problem` may refuse its content. */
+  object(
+    field: string,
+    problem: (value: Record<string, unknown>) => string | undefined = () => undefined,
+  ): Record<string, unknown> {
+    const value = this.body[field];
+    if (value === undefined) return this.missing(field, {});
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      return this.wrong(field, `must be a JSON object, got ${shown(value)}`, {});
+    }
+    const reason = problem(value as Record<string, unknown>);
+    if (reason !== undefined) return this.invalid(field, reason, {});
+    return value as Record<string, unknown>;
+  }
+
+  /** A JSON array of at most `max` items; `problem` may refuse an item (its message names the index). */
+  array(field: string, max: number, problem: (item: unknown) => string | undefined): unknown[] {
+    const value = this.body[field];
+    if (value === undefined) return this.missing(field, []);
+    if (!Array.isArray(value)) return this.wrong(field, `must be an array, got ${shown(value)}`, []);
+    if (value.length > max) return this.invalid(field, `must hold at most ${max} items, got ${value.length}`, []);
+    for (const [index, item] of value.entries()) {
+      const reason = problem(item);
+      if (reason !== undefined) return this.invalid(field, `item ${index} ${reason}`, []);
+    }
+    return value;
+  }
+
   integer(field: string, min: number, max: number): number {
     const value = this.body[field];
     if (value === undefined) return this.missing(field, 0);

@@ -1,13 +1,21 @@
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createLimiter, limitFor } from '@ratecard/core';
-import { answerClientError, createApp } from './app.js';
+import { memoryStore } from '@ratecard/memory';
+import { createApp, createServiceServer, PLAN_EXCLUDES, PoolRegistry } from './app.js';
 import type { ApiKeys } from './auth.js';
 import { type Config, loadKeysFile, readConfig } from './config.js';
+import { startMetrics } from './metrics.js';
 import { openStore } from './store.js';
 
 /** Longest a shutdown waits for in-flight requests before cutting the connections that still hold them. */
 const DRAIN_TIMEOUT_MS = 10_000;
+/**
+ * A signal this soon after the first is the same Ctrl-C delivered twice: the terminal sends SIGINT to the whole
+ * process group, and a parent that relays it (pnpm does, for `pnpm start`) sends another. Only a later one means
+ * "stop now".
+ */
+const REPEAT_WINDOW_MS = 1_000;
 
 function listen(server: Server, config: Config): Promise<AddressInfo> {
   return new Promise<AddressInfo>((resolve, reject) => {
@@ -34,7 +42,11 @@ function banner(address: AddressInfo, config: Config, store: string, keys: ApiKe
     const rows = [['TOKEN', 'ORGANIZATION', 'PLAN', 'POST /browsers', 'SCOPES']];
     for (const [token, key] of entries) {
       const plan = `${key.plan}${key.trial === true ? ' (trial)' : ''}${key.override === undefined ? '' : ' (override)'}`;
-      rows.push([token, key.organization, plan, `${limitFor(key)}/min`, key.scopes.join(', ') || 'none']);
+      // A scope the plan lacks is shown as such: its routes answer 403 whatever the key says.
+      const scopes = key.scopes.map((scope) =>
+        PLAN_EXCLUDES[key.plan]?.includes(scope) === true ? `(${scope}: not in plan)` : scope,
+      );
+      rows.push([token, key.organization, plan, `${limitFor(key)}/min`, scopes.join(', ') || 'none']);
     }
     lines.push(...table(rows));
   } else {
@@ -47,14 +59,18 @@ async function main(): Promise<void> {
   const config = readConfig(process.env);
   const keys = loadKeysFile(config.keysFile);
   const backend = await openStore(config);
-  const limiter = createLimiter({ store: backend.store });
-  const app = createApp({ limiter, keys });
+  const metrics = config.metricsPort === undefined ? undefined : await startMetrics(config.metricsPort, config.host);
+  // Under Redis, per-process buckets answer while Redis is unreachable (the limiter's default 'fallback' policy).
+  const fallback = memoryStore();
+  const limiter = createLimiter(metrics?.instrument(backend, fallback) ?? { store: backend.store, fallback });
+  const pools = new PoolRegistry();
+  const app = createApp({ limiter, keys, pools });
 
   // From shutdown on, every answer closes its connection, so keep-alive clients cannot hold the shutdown open; that
   // includes requests already in flight, hence the set of responses not yet sent.
   let draining = false;
   const unsent = new Set<ServerResponse>();
-  const server = createServer((request, response) => {
+  const server = createServiceServer((request, response) => {
     if (draining) {
       response.setHeader('connection', 'close');
     } else {
@@ -63,16 +79,21 @@ async function main(): Promise<void> {
     }
     app(request, response);
   });
-  server.on('clientError', answerClientError);
   const address = await listen(server, config);
   console.log(banner(address, config, backend.description, keys));
+  if (metrics !== undefined) console.log(`metrics: ${metrics.url}`);
 
+  let firstSignalAt = 0;
   const shutdown = async (signal: NodeJS.Signals): Promise<void> => {
     if (draining) {
+      if (performance.now() - firstSignalAt < REPEAT_WINDOW_MS) return;
       console.log(`${signal} again: exiting without waiting`);
       process.exit(1);
     }
     draining = true;
+    firstSignalAt = performance.now();
+    // An acquire waiting for a browser would hold its connection for up to its timeout: it is answered 204 now.
+    pools.close();
     for (const response of unsent) if (!response.headersSent) response.setHeader('connection', 'close');
     console.log(`${signal}: finishing in-flight requests`);
     const cut = setTimeout(() => server.closeAllConnections(), DRAIN_TIMEOUT_MS);
@@ -84,6 +105,7 @@ async function main(): Promise<void> {
     clearTimeout(cut);
     await limiter.close();
     await backend.close();
+    await metrics?.close();
     console.log('stopped');
     process.exit(0);
   };

@@ -1,14 +1,25 @@
-import { randomBytes } from 'node:crypto';
-import { HttpError, shown } from './errors.js';
+import { newId, newSession, type Session } from './browsers.js';
+import { conflict, HttpError, shown } from './errors.js';
+import type { Settings } from './options.js';
 
-/** A pool as the API shows it. */
+/** A pool as the SDK declares it (`BrowserPool`). */
 export interface PoolView {
   id: string;
-  name: string;
-  /** Browsers the pool is sized for; `idle + leased` never exceeds it. */
-  size: number;
-  idle: number;
-  leased: number;
+  name?: string;
+  available_count: number;
+  acquired_count: number;
+  browser_pool_config: Settings & { size: number };
+  created_at: string;
+  extension_ids: string[];
+  profile_id?: string;
+}
+
+/** One page of `GET /browser_pools`: the SDK's offset pagination reads `X-Has-More` and `X-Next-Offset`. */
+export interface PoolPage {
+  items: PoolView[];
+  hasMore: boolean;
+  /** Where the next page starts; 0 on the last page, the API's stop sentinel. */
+  nextOffset: number;
 }
 
 /** Largest pool, so one request cannot make the process hold an unbounded number of browsers. */
@@ -23,9 +34,7 @@ export const MAX_POOLS_PER_ORGANIZATION = 100;
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const ID_PREFIX = 'bp_';
 
-export function newId(prefix: string): string {
-  return `${prefix}${randomBytes(10).toString('hex')}`;
-}
+export { newId };
 
 /** Why a name is refused, or undefined for a good one. */
 export function nameProblem(name: string): string | undefined {
@@ -36,25 +45,81 @@ export function nameProblem(name: string): string | undefined {
   return undefined;
 }
 
+/** A lease's own settings (`name`, `start_url`, `tags`, `telemetry`); they end with the lease. */
+const LEASE_FIELDS = ['name', 'start_url', 'tags', 'telemetry'];
+
+interface Waiter {
+  lease: Settings;
+  give(session: Session | undefined): void;
+}
+
 class Pool {
   readonly id: string = newId(ID_PREFIX);
-  readonly idle = new Set<string>();
-  readonly leased = new Set<string>();
+  readonly created_at: string = new Date().toISOString();
+  readonly idle = new Map<string, Session>();
+  readonly leased = new Map<string, Session>();
+  /** Acquires waiting for an idle browser, first come first served. */
+  readonly waiters = new Set<Waiter>();
 
   constructor(
-    readonly name: string,
-    public size: number,
+    public name: string | undefined,
+    public config: Settings & { size: number },
   ) {
     this.fill();
   }
 
+  newBrowser(): Session {
+    // The config's name is the pool's; a pooled browser has a name only while a lease gives it one.
+    const { name: _, ...settings } = this.config;
+    return newSession(settings, { pool: this.name === undefined ? { id: this.id } : { id: this.id, name: this.name } });
+  }
+
   /** Starts idle browsers until the pool holds `size`. */
   fill(): void {
-    while (this.idle.size + this.leased.size < this.size) this.idle.add(newId('br_'));
+    while (this.idle.size + this.leased.size < this.config.size) {
+      const browser = this.newBrowser();
+      this.idle.set(browser.session_id, browser);
+    }
+    this.serve();
+  }
+
+  /** Hands available browsers to waiting acquires. */
+  serve(): void {
+    for (const waiter of this.waiters) {
+      const browser = this.lease(waiter.lease);
+      if (browser === undefined) break;
+      this.waiters.delete(waiter);
+      waiter.give(browser);
+    }
+  }
+
+  lease(settings: Settings): Session | undefined {
+    const next = this.idle.values().next();
+    if (next.done === true) return undefined;
+    const browser = next.value;
+    this.idle.delete(browser.session_id);
+    Object.assign(browser, settings);
+    this.leased.set(browser.session_id, browser);
+    return { ...browser };
   }
 
   view(): PoolView {
-    return { id: this.id, name: this.name, size: this.size, idle: this.idle.size, leased: this.leased.size };
+    const view: PoolView = {
+      id: this.id,
+      ...(this.name === undefined ? {} : { name: this.name }),
+      available_count: this.idle.size,
+      acquired_count: this.leased.size,
+      browser_pool_config: { ...this.config },
+      created_at: this.created_at,
+      // Nothing resolves selectors locally: each extension is known by the id or name it was given.
+      extension_ids: ((this.config.extensions as { id?: string; name?: string }[] | undefined) ?? []).map(
+        (extension) => extension.id ?? extension.name ?? '',
+      ),
+    };
+    const profile = this.config.profile as { id?: string; name?: string } | undefined;
+    const profileId = profile?.id ?? profile?.name;
+    if (profileId !== undefined && profileId !== '') view.profile_id = profileId;
+    return view;
   }
 }
 
@@ -73,22 +138,23 @@ function notFound(idOrName: string): HttpError {
  */
 export class PoolRegistry {
   private readonly organizations = new Map<string, OrganizationPools>();
+  private closed = false;
 
-  create(organization: string, name: string, size: number): PoolView {
+  create(organization: string, name: string | undefined, config: Settings & { size: number }): PoolView {
     let pools = this.organizations.get(organization);
     if (pools === undefined) {
       pools = new OrganizationPools();
       this.organizations.set(organization, pools);
     }
-    if (pools.byName.has(name)) {
-      throw new HttpError(409, 'conflict', `A browser pool named ${shown(name)} already exists.`);
+    if (name !== undefined && pools.byName.has(name)) {
+      throw conflict(`A browser pool named ${shown(name)} already exists.`);
     }
     if (pools.byId.size >= MAX_POOLS_PER_ORGANIZATION) {
-      throw new HttpError(409, 'conflict', `An organization can hold at most ${MAX_POOLS_PER_ORGANIZATION} pools.`);
+      throw conflict(`An organization can hold at most ${MAX_POOLS_PER_ORGANIZATION} pools.`);
     }
-    const pool = new Pool(name, size);
+    const pool = new Pool(name, config);
     pools.byId.set(pool.id, pool);
-    pools.byName.set(name, pool);
+    if (name !== undefined) pools.byName.set(name, pool);
     return pool.view();
   }
 
@@ -96,53 +162,156 @@ export class PoolRegistry {
     return this.find(organization, idOrName).view();
   }
 
-  /** Sets the size: idle browsers are started or destroyed so that `idle + leased = size`; never below `leased`. */
-  resize(organization: string, idOrName: string, size: number): PoolView {
+  /**
+   * Pools in creation order. `name` matches a whole name and `query` a part of one, both ignoring case (as the API's
+   * collation does); `query` also matches an id exactly.
+   */
+  list(organization: string, filter: { offset: number; limit: number; name?: string; query?: string }): PoolPage {
+    const name = filter.name?.toLowerCase();
+    const query = filter.query?.toLowerCase();
+    const matching = [...(this.organizations.get(organization)?.byId.values() ?? [])].filter((pool) => {
+      const own = pool.name?.toLowerCase();
+      if (name !== undefined && own !== name) return false;
+      if (query !== undefined && pool.id !== filter.query && !(own ?? '').includes(query)) return false;
+      return true;
+    });
+    const end = filter.offset + filter.limit;
+    const hasMore = end < matching.length;
+    return {
+      items: matching.slice(filter.offset, end).map((pool) => pool.view()),
+      hasMore,
+      nextOffset: hasMore ? end : 0,
+    };
+  }
+
+  /**
+   * Changes what the update names. A new `size` starts or destroys idle browsers so that `available + acquired = size`
+   * (never below the acquired count); `discard_all_idle` replaces every idle browser; other settings apply to
+   * browsers started from now on. A name already used is a 409; an empty name changes nothing.
+   */
+  update(
+    organization: string,
+    idOrName: string,
+    change: { name?: string; size?: number; discardAllIdle?: boolean; settings: Settings },
+  ): PoolView {
+    const pools = this.organizations.get(organization);
     const pool = this.find(organization, idOrName);
-    if (size < pool.leased.size) {
-      throw new HttpError(
-        409,
-        'conflict',
-        `The pool has ${pool.leased.size} leased browsers, so its size cannot go below that (got ${size}); release some first.`,
+    const name = change.name === '' ? undefined : change.name;
+    if (name !== undefined && name !== pool.name && pools?.byName.has(name)) {
+      throw conflict(`A browser pool named ${shown(name)} already exists.`);
+    }
+    if (change.size !== undefined && change.size < pool.leased.size) {
+      throw conflict(
+        `The pool has ${pool.leased.size} acquired browsers, so its size cannot go below that (got ${change.size}); release some first.`,
       );
     }
-    pool.size = size;
-    for (const browser of pool.idle) {
-      if (pool.idle.size + pool.leased.size <= size) break;
-      pool.idle.delete(browser);
+    if (name !== undefined && name !== pool.name) {
+      if (pool.name !== undefined) pools?.byName.delete(pool.name);
+      pools?.byName.set(name, pool);
+      pool.name = name;
+      pool.config.name = name;
+    }
+    Object.assign(pool.config, change.settings);
+    if (change.size !== undefined) pool.config.size = change.size;
+    if (change.discardAllIdle === true) pool.idle.clear();
+    for (const id of pool.idle.keys()) {
+      if (pool.idle.size + pool.leased.size <= pool.config.size) break;
+      pool.idle.delete(id);
     }
     pool.fill();
     return pool.view();
   }
 
-  /** Leases an idle browser. */
-  acquire(organization: string, idOrName: string): string {
+  /** Deletes a pool and its browsers; with acquired browsers only when `force` is set (they are ended too). */
+  delete(organization: string, idOrName: string, force: boolean): void {
     const pool = this.find(organization, idOrName);
-    const browser = pool.idle.values().next();
-    if (browser.done === true) {
-      throw new HttpError(409, 'conflict', 'The pool has no idle browser to acquire.');
+    if (pool.leased.size > 0 && !force) {
+      throw conflict(
+        `The pool has ${pool.leased.size} acquired browsers; release them first, or delete with force: true to end them.`,
+      );
     }
-    pool.idle.delete(browser.value);
-    pool.leased.add(browser.value);
-    return browser.value;
+    const pools = this.organizations.get(organization);
+    pools?.byId.delete(pool.id);
+    if (pool.name !== undefined) pools?.byName.delete(pool.name);
+    for (const waiter of pool.waiters) waiter.give(undefined);
+    pool.waiters.clear();
   }
 
-  /** Returns a leased browser to the idle set. */
-  release(organization: string, idOrName: string, browser: string): void {
+  /**
+   * Leases an idle browser. With none idle it waits up to `timeoutMs` for one (a release, a larger size) and gives
+   * undefined when none came; `abandoned` ends the wait early, for a client that went away.
+   */
+  acquire(
+    organization: string,
+    idOrName: string,
+    lease: Settings,
+    timeoutMs: number,
+    abandoned: AbortSignal,
+  ): Promise<Session | undefined> {
     const pool = this.find(organization, idOrName);
-    if (pool.idle.has(browser)) throw new HttpError(409, 'conflict', `Browser ${shown(browser)} is not leased.`);
-    if (!pool.leased.delete(browser)) {
-      throw new HttpError(404, 'not_found', `No browser ${shown(browser)} in this pool.`);
-    }
-    pool.idle.add(browser);
+    const now = pool.lease(lease);
+    if (now !== undefined || timeoutMs === 0 || this.closed || abandoned.aborted) return Promise.resolve(now);
+    return new Promise((resolve) => {
+      const waiter: Waiter = {
+        lease,
+        give: (session) => {
+          clearTimeout(timer);
+          abandoned.removeEventListener('abort', stop);
+          resolve(session);
+        },
+      };
+      const stop = (): void => {
+        pool.waiters.delete(waiter);
+        waiter.give(undefined);
+      };
+      const timer = setTimeout(stop, timeoutMs);
+      abandoned.addEventListener('abort', stop, { once: true });
+      pool.waiters.add(waiter);
+    });
   }
 
-  /** Destroys every idle browser; leased browsers are not affected. Returns how many were destroyed. */
+  /**
+   * Returns an acquired browser to the pool: as it is with `reuse` (its lease settings dropped), else replaced by a new
+   * browser. A browser already available is a 409, one the pool does not hold a 404. A flushed pool is not refilled
+   * here: only an update (a `size`, even the same one) starts browsers.
+   */
+  release(organization: string, idOrName: string, sessionId: string, reuse: boolean): void {
+    const pool = this.find(organization, idOrName);
+    if (pool.idle.has(sessionId)) throw conflict(`Browser ${shown(sessionId)} is not acquired.`);
+    const browser = pool.leased.get(sessionId);
+    if (browser === undefined) throw new HttpError(404, 'not_found', `No browser ${shown(sessionId)} in this pool.`);
+    pool.leased.delete(sessionId);
+    if (reuse) {
+      for (const field of LEASE_FIELDS) {
+        delete browser[field];
+        // The pool's own start URL and telemetry come back with the lease's gone.
+        if (field !== 'name' && pool.config[field] !== undefined) browser[field] = pool.config[field];
+      }
+      pool.idle.set(sessionId, browser);
+    } else {
+      const replacement = pool.newBrowser();
+      pool.idle.set(replacement.session_id, replacement);
+    }
+    pool.serve();
+  }
+
+  /** Destroys every idle browser; acquired browsers are not affected. Returns how many were destroyed. */
   flush(organization: string, idOrName: string): number {
     const pool = this.find(organization, idOrName);
     const destroyed = pool.idle.size;
     pool.idle.clear();
     return destroyed;
+  }
+
+  /** Ends every waiting acquire (they are answered 204) and every later one at once: the server is shutting down. */
+  close(): void {
+    this.closed = true;
+    for (const pools of this.organizations.values()) {
+      for (const pool of pools.byId.values()) {
+        for (const waiter of pool.waiters) waiter.give(undefined);
+        pool.waiters.clear();
+      }
+    }
   }
 
   private find(organization: string, idOrName: string): Pool {

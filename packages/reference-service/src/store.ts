@@ -1,13 +1,15 @@
-import type { Store } from '@ratecard/core';
-import { memoryStore } from '@ratecard/memory';
+import { type MemoryStore, memoryStore } from '@ratecard/memory';
+import type { RedisStore } from '@ratecard/redis';
 import { type Config, ConfigError, redactUrl } from './config.js';
 
-/** The store the limiter uses, what to call it in the start banner, and how to let go of its connections. */
-export interface Backend {
-  store: Store;
-  description: string;
-  close(): Promise<void>;
-}
+/**
+ * The store the limiter uses (typed by kind, so that its metrics know what to observe), what to call it in the start
+ * banner, and how to let go of its connections.
+ */
+export type Backend = { description: string; close(): Promise<void> } & (
+  | { kind: 'memory'; store: MemoryStore }
+  | { kind: 'redis'; store: RedisStore }
+);
 
 /** How long start waits for Redis before giving up with a clear error. */
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -91,7 +93,12 @@ function part(value: string | undefined): string | undefined {
  */
 export async function openStore(config: Config): Promise<Backend> {
   if (config.redisUrl === undefined && config.clusterNodes === undefined) {
-    return { store: memoryStore(), description: 'memory (limits hold per process)', close: async () => {} };
+    return {
+      kind: 'memory',
+      store: memoryStore(),
+      description: 'memory (limits hold per process)',
+      close: async () => {},
+    };
   }
   const [{ Redis, Cluster }, { redisStore }] = await Promise.all([import('ioredis'), import('@ratecard/redis')]);
   if (config.clusterNodes !== undefined) {
@@ -110,6 +117,7 @@ export async function openStore(config: Config): Promise<Backend> {
     });
     reportOutages(client, nodes);
     return {
+      kind: 'redis',
       store: redisStore({ client }),
       description: `redis cluster (${nodes})`,
       close: () => quit(client),
@@ -123,6 +131,7 @@ export async function openStore(config: Config): Promise<Backend> {
   });
   reportOutages(client, redactUrl(url));
   return {
+    kind: 'redis',
     store: redisStore({ client }),
     description: `redis (${redactUrl(url)})`,
     close: () => quit(client),

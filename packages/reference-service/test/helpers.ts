@@ -1,40 +1,45 @@
 import { randomBytes } from 'node:crypto';
-import { createServer, request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createLimiter, type Decision, type Limiter, type LimitRequest, type Store } from '@ratecard/core';
-import { type AppOptions, answerClientError, createApp } from '../src/app.js';
+import { memoryStore } from '@ratecard/memory';
+import { redisStore } from '@ratecard/redis';
+import { redisForTests } from '@ratecard/redis/testing';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe } from 'vitest';
+import { type AppOptions, createApp, createServiceServer } from '../src/app.js';
 import type { ApiKey, ApiKeys } from '../src/auth.js';
 
 export const ALL_SCOPES: ApiKey['scopes'] = ['browsers', 'browser_pools', 'invocations'];
 
-/** One organization per role, named uniquely per run so buckets in a shared Redis never carry over between runs. */
+type Role = 'developer' | 'hobbyist' | 'trial' | 'noPools' | 'other' | 'startup' | 'fast';
+
+/**
+ * One organization per role, named uniquely per run so buckets in a shared Redis never carry over between runs.
+ * `developer` has no browser pools (its plan lacks them); `hobbyist` and `other` are two Hobbyist organizations;
+ * `fast` has an override of 60 per minute, so a refused `POST /browsers` is told to retry after 1 s.
+ */
 export function testKeys(label: string): {
   keys: ApiKeys;
-  tokens: Record<'developer' | 'trial' | 'noPools' | 'other' | 'startup', string>;
-  organizations: Record<'developer' | 'trial' | 'noPools' | 'other' | 'startup', string>;
+  tokens: Record<Role, string>;
+  organizations: Record<Role, string>;
 } {
   const run = `${label}_${randomBytes(4).toString('hex')}`;
-  const token = (role: string): string => `tok_${role}_${randomBytes(12).toString('hex')}`;
-  const tokens = {
-    developer: token('developer'),
-    trial: token('trial'),
-    noPools: token('no_pools'),
-    other: token('other'),
-    startup: token('startup'),
-  };
-  const organizations = {
-    developer: `org_developer_${run}`,
-    trial: `org_trial_${run}`,
-    noPools: `org_no_pools_${run}`,
-    other: `org_other_${run}`,
-    startup: `org_startup_${run}`,
-  };
+  const roles: Role[] = ['developer', 'hobbyist', 'trial', 'noPools', 'other', 'startup', 'fast'];
+  const tokens = {} as Record<Role, string>;
+  const organizations = {} as Record<Role, string>;
+  for (const role of roles) {
+    tokens[role] = `tok_${role}_${randomBytes(12).toString('hex')}`;
+    organizations[role] = `org_${role}_${run}`;
+  }
   const keys: ApiKeys = {
     [tokens.developer]: { organization: organizations.developer, plan: 'developer', scopes: ALL_SCOPES },
+    [tokens.hobbyist]: { organization: organizations.hobbyist, plan: 'hobbyist', scopes: ALL_SCOPES },
     [tokens.trial]: { organization: organizations.trial, plan: 'enterprise', trial: true, scopes: ALL_SCOPES },
-    [tokens.noPools]: { organization: organizations.noPools, plan: 'developer', scopes: ['browsers', 'invocations'] },
-    [tokens.other]: { organization: organizations.other, plan: 'developer', scopes: ALL_SCOPES },
+    [tokens.noPools]: { organization: organizations.noPools, plan: 'startup', scopes: ['browsers', 'invocations'] },
+    [tokens.other]: { organization: organizations.other, plan: 'hobbyist', scopes: ALL_SCOPES },
     [tokens.startup]: { organization: organizations.startup, plan: 'startup', scopes: ALL_SCOPES },
+    [tokens.fast]: { organization: organizations.fast, plan: 'hobbyist', override: 60, scopes: ALL_SCOPES },
   };
   return { keys, tokens, organizations };
 }
@@ -55,14 +60,17 @@ export interface RunningService {
 export async function startService(
   store: Store,
   keys: ApiKeys,
-  extra: Partial<Pick<AppOptions, 'pools'>> = {},
+  extra: Partial<Pick<AppOptions, 'pools' | 'browsers'>> = {},
 ): Promise<RunningService> {
   const decisions: RunningService['decisions'] = [];
   const errors: unknown[] = [];
-  const limiter = createLimiter({ store, onDecision: (decision, request) => decisions.push({ decision, request }) });
+  const limiter = createLimiter({
+    store,
+    fallback: memoryStore(),
+    onDecision: (decision, request) => decisions.push({ decision, request }),
+  });
   const app = createApp({ limiter, keys, onError: (error) => errors.push(error), ...extra });
-  const server = createServer(app);
-  server.on('clientError', answerClientError);
+  const server = createServiceServer(app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
@@ -132,5 +140,26 @@ export function sendRaw(
     });
     request.on('error', reject);
     request.end(body);
+  });
+}
+
+/**
+ * `suite` in a describe block titled `title`, its stores Redis stores over one client of a redis-server started for
+ * it. Under CI=true this throws when no Redis can be had, so the suite fails instead of passing by skipping.
+ */
+export async function describeOnRedis(title: string, suite: (newStore: () => Store) => void): Promise<void> {
+  const target = await redisForTests(title);
+  describe.skipIf(target === undefined)(title, () => {
+    let client: Redis;
+    beforeAll(async () => {
+      client = new Redis(target?.url ?? '');
+      // Once PING answers the client is ready, so no decision falls back to memory for want of a connection.
+      await client.ping();
+    });
+    afterAll(async () => {
+      await client.quit();
+      await target?.stop();
+    });
+    suite(() => redisStore({ client }));
   });
 }

@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { memoryStore } from '@ratecard/memory';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { MAX_BODY_BYTES } from '../src/body.js';
@@ -85,10 +86,10 @@ it('answers methods node:http cannot parse with 400 and methods it can but no ro
   expect(unknown.status).toBe(400);
   expect(unknown.headers.get('content-type')).toBe('application/json');
   expect(unknown.json).toEqual({ code: 'invalid_request', message: 'The request is not valid HTTP/1.1.' });
-  for (const method of ['PROPFIND', 'PURGE', 'DELETE', 'PATCH']) {
+  for (const method of ['PROPFIND', 'PURGE', 'POST', 'OPTIONS']) {
     const answer = await send(service.url, method, '/browser-pools/keep', { token });
     expect(answer.status).toBe(405);
-    expect(answer.headers.get('allow')).toBe('GET, HEAD, PUT');
+    expect(answer.headers.get('allow')).toBe('GET, HEAD, PATCH, PUT, DELETE');
     expect(answer.json).toEqual({ code: 'method_not_allowed', message: `Method ${method} is not allowed here.` });
   }
 });
@@ -107,14 +108,92 @@ it('answers 401 to tokens that cannot be tokens: 8 KiB, non-ASCII, with spaces o
   }
 });
 
+/** Sends raw bytes over a loopback socket and reads the whole answer until the server closes the connection. */
+function exchange(
+  port: number,
+  bytes: string,
+): Promise<{ status: number; headers: Map<string, string>; body: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(bytes));
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      const split = text.indexOf('\r\n\r\n');
+      const [statusLine = '', ...lines] = text.slice(0, split).split('\r\n');
+      const headers = new Map<string, string>();
+      for (const line of lines) {
+        const colon = line.indexOf(':');
+        headers.set(line.slice(0, colon).toLowerCase(), line.slice(colon + 1).trim());
+      }
+      resolve({ status: Number(statusLine.split(' ')[1]), headers, body: text.slice(split + 4) });
+    });
+  });
+}
+
+it('answers what node:http would answer by itself with an Error body: no Host, Expect: foo, CONNECT', async () => {
+  const counted = service.decisions.length;
+  const noHost = await exchange(
+    service.port,
+    `POST /browsers HTTP/1.1\r\nauthorization: Bearer ${token}\r\ncontent-length: 0\r\n\r\n`,
+  );
+  expect(noHost.status).toBe(400);
+  expect(noHost.headers.get('content-type')).toBe('application/json');
+  expect(noHost.headers.get('connection')).toBe('close');
+  expect(JSON.parse(noHost.body)).toEqual({
+    code: 'invalid_request',
+    message: 'An HTTP/1.1 request must carry a Host header.',
+  });
+
+  const expectation = await exchange(
+    service.port,
+    `POST /browsers HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${token}\r\nexpect: foo\r\ncontent-length: 2\r\n\r\n{}`,
+  );
+  expect(expectation.status).toBe(417);
+  expect(expectation.headers.get('content-type')).toBe('application/json');
+  expect(JSON.parse(expectation.body)).toEqual({
+    code: 'expectation_failed',
+    message: 'The only expectation this server meets is Expect: 100-continue.',
+  });
+
+  const tunnel = await exchange(service.port, 'CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n\r\n');
+  expect(tunnel.status).toBe(405);
+  expect(tunnel.headers.get('content-type')).toBe('application/json');
+  expect(tunnel.headers.get('allow')).toBe('GET, HEAD, POST, PUT, PATCH, DELETE');
+  expect(JSON.parse(tunnel.body)).toEqual({
+    code: 'method_not_allowed',
+    message: 'Method CONNECT is not allowed: this is not a proxy.',
+  });
+  // None of them reached the limiter.
+  expect(service.decisions.length).toBe(counted);
+
+  // HTTP/1.0 has no Host requirement, and Expect: 100-continue is still met.
+  const old = await exchange(
+    service.port,
+    `POST /browsers HTTP/1.0\r\nauthorization: Bearer ${token}\r\ncontent-length: 0\r\n\r\n`,
+  );
+  expect(old.status).toBe(201);
+  const proceed = await sendRaw(
+    service.port,
+    'POST',
+    '/browsers',
+    { authorization: `Bearer ${token}`, expect: '100-continue', 'content-type': 'application/json' },
+    '{}',
+  );
+  expect(proceed.status).toBe(201);
+});
+
 /** Every route that changes state, with a body each would accept from a valid key. */
 const MUTATIONS = [
   ['POST', '/browsers', {}],
   ['POST', '/invocations', {}],
   ['POST', '/browser-pools', { name: 'fresh', size: 2 }],
   ['PUT', '/browser-pools/keep', { size: 9 }],
+  ['PATCH', '/browser-pools/keep', { size: 9 }],
+  ['DELETE', '/browser-pools/keep', { force: true }],
   ['POST', '/browser_pools/keep/acquire', {}],
-  ['POST', '/browser-pools/keep/release', { browser_id: 'br_x' }],
+  ['POST', '/browser-pools/keep/release', { session_id: 'br_x' }],
   ['POST', '/browser-pools/keep/flush', {}],
 ] as const;
 
@@ -216,8 +295,8 @@ it('answers 500 with no internal detail when a handler fails, and reports the er
   const made = testKeys('broken');
   const broken = await startService(memoryStore(), made.keys, { pools: new BrokenPools() });
   try {
-    await send(broken.url, 'POST', '/browser-pools', { token: made.tokens.developer, body: { name: 'b', size: 1 } });
-    const answer = await send(broken.url, 'POST', '/browser-pools/b/flush', { token: made.tokens.developer });
+    await send(broken.url, 'POST', '/browser-pools', { token: made.tokens.hobbyist, body: { name: 'b', size: 1 } });
+    const answer = await send(broken.url, 'POST', '/browser-pools/b/flush', { token: made.tokens.hobbyist });
     expect(answer.status).toBe(500);
     expect(answer.headers.get('content-type')).toBe('application/json');
     expect(answer.text).toBe('{"code":"internal_error","message":"Internal server error."}');

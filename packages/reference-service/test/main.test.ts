@@ -69,7 +69,7 @@ it('starts like pnpm start, prints URL, store and demo tokens, serves, and drain
   });
   expect(created.status).toBe(201);
   expect(created.headers.get('x-ratelimit-remaining')).toBe('9');
-  expect(await created.json()).toEqual({ id: expect.stringMatching(/^br_/) });
+  expect(await created.json()).toMatchObject({ session_id: expect.stringMatching(/^br_/), headless: false });
 
   // A request still arriving when SIGTERM lands is finished, not cut.
   let finish = (): void => {};
@@ -98,6 +98,53 @@ it('starts like pnpm start, prints URL, store and demo tokens, serves, and drain
   expect(await started.exited).toBe(0);
   expect(started.output()).toContain('SIGTERM: finishing in-flight requests');
   expect(started.errors()).toBe('');
+}, 20_000);
+
+/** A POST /invocations whose body arrives only when `finish` is called: a request held in flight. */
+function heldRequest(url: string): { answer: Promise<Response>; finish: () => void } {
+  let finish = (): void => {};
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(new TextEncoder().encode('{"action":'));
+      finish = () => {
+        controller.enqueue(new TextEncoder().encode('"run"}'));
+        controller.close();
+      };
+    },
+  });
+  const answer = fetch(`${url}/invocations`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer rc_demo_developer', 'content-type': 'application/json' },
+    body,
+    duplex: 'half',
+  } as RequestInit);
+  return { answer, finish: () => finish() };
+}
+
+it('takes a SIGINT repeated at once (a relayed Ctrl-C) as one, and a later second signal as "stop now"', async () => {
+  const relayed = run({ PORT: '0' });
+  const held = heldRequest(await urlOf(relayed));
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  relayed.child.kill('SIGINT');
+  // Apart enough to arrive as two signals (the kernel merges two sent back to back), as a relayed one does.
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  relayed.child.kill('SIGINT');
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  expect(relayed.child.exitCode).toBeNull();
+  held.finish();
+  expect((await held.answer).status).toBe(202);
+  expect(await relayed.exited).toBe(0);
+  expect(relayed.output()).not.toContain('again');
+
+  const impatient = run({ PORT: '0' });
+  const stuck = heldRequest(await urlOf(impatient));
+  stuck.answer.catch(() => {});
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  impatient.child.kill('SIGINT');
+  await new Promise((resolve) => setTimeout(resolve, 1_100));
+  impatient.child.kill('SIGTERM');
+  expect(await impatient.exited).toBe(1);
+  expect(impatient.output()).toContain('SIGTERM again: exiting without waiting');
 }, 20_000);
 
 it('refuses to start with a clear message when the keys file is broken', async () => {

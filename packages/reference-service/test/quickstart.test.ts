@@ -8,12 +8,13 @@ const doc = readFileSync(new URL('../../../docs/reference-service.md', import.me
 const section = /<!-- quickstart:[^>]*-->\n```sh\n([\s\S]*?)```\n\nIt prints[^\n]*\n\n```text\n([\s\S]*?)```/.exec(doc);
 
 /** The commands this test replays. Change them together with the block in docs/reference-service.md. */
-const SESSION = `TOKEN=rc_demo_developer
-curl -s -w '\\n' -X POST localhost:3000/browser-pools -H "Authorization: Bearer $TOKEN" \\
+const SESSION = `POOLS=rc_demo_hobbyist
+curl -s -w '\\n' -X POST localhost:3000/browser_pools -H "Authorization: Bearer $POOLS" \\
   -H 'Content-Type: application/json' -d '{"name": "demo", "size": 3}'
-curl -s -w '\\n' -X POST localhost:3000/browser-pools/demo/acquire -H "Authorization: Bearer $TOKEN"
-curl -s -w '%{http_code}\\n' -X POST localhost:3000/browser_pools/demo/flush -H "Authorization: Bearer $TOKEN"
-curl -s -w '\\n' localhost:3000/browser-pools/demo -H "Authorization: Bearer $TOKEN"
+curl -s -o /dev/null -w '%{http_code}\\n' -X POST localhost:3000/browser_pools/demo/acquire -H "Authorization: Bearer $POOLS"
+curl -s -w '%{http_code}\\n' -X POST localhost:3000/browser_pools/demo/flush -H "Authorization: Bearer $POOLS"
+curl -s -w '\\n' localhost:3000/browser_pools/demo -H "Authorization: Bearer $POOLS"
+TOKEN=rc_demo_developer
 for i in $(seq 10); do
   curl -s -o /dev/null -w '%{http_code} ' -X POST localhost:3000/browsers -H "Authorization: Bearer $TOKEN"
 done; echo
@@ -42,25 +43,29 @@ it('shows the same session and transcript in the README quickstart', () => {
   expect(quickstart?.[2]).toBe(section?.[2]);
 });
 
-it('prints what the docs say: a pool flushed to its leased browser, ten 201s, then a 429 with Retry-After: 6', async () => {
-  const authorization = 'Bearer rc_demo_developer';
-  const call = (method: string, path: string, body?: string): Promise<Response> =>
-    fetch(`${service.url}${path}`, {
+it('prints what the docs say: a pool flushed to its acquired browser, ten 201s, then a 429 with Retry-After: 6', async () => {
+  const call = (token: string, method: string, path: string, body?: string): Promise<Response> => {
+    const authorization = `Bearer ${token}`;
+    return fetch(`${service.url}${path}`, {
       method,
       headers: body === undefined ? { authorization } : { authorization, 'content-type': 'application/json' },
       body,
     });
-  const ids = (text: string): string => text.replace(/\b(bp|br)_[0-9a-f]{20}\b/g, '$1_…');
+  };
+  const pools = 'rc_demo_hobbyist';
+  const token = 'rc_demo_developer';
+  const varying = (text: string): string =>
+    text.replace(/\b(bp|br)_[0-9a-f]{20}\b/g, '$1_…').replace(/"\d{4}-\d\d-\d\dT[\d:.]+Z"/g, '"…"');
 
   const printed: string[] = [];
-  printed.push(ids(await (await call('POST', '/browser-pools', '{"name": "demo", "size": 3}')).text()));
-  printed.push(ids(await (await call('POST', '/browser-pools/demo/acquire')).text()));
-  printed.push(String((await call('POST', '/browser_pools/demo/flush')).status));
-  printed.push(ids(await (await call('GET', '/browser-pools/demo')).text()));
+  printed.push(varying(await (await call(pools, 'POST', '/browser_pools', '{"name": "demo", "size": 3}')).text()));
+  printed.push(String((await call(pools, 'POST', '/browser_pools/demo/acquire')).status));
+  printed.push(String((await call(pools, 'POST', '/browser_pools/demo/flush')).status));
+  printed.push(varying(await (await call(pools, 'GET', '/browser_pools/demo')).text()));
   const burst: number[] = [];
-  for (let i = 0; i < 10; i++) burst.push((await call('POST', '/browsers')).status);
+  for (let i = 0; i < 10; i++) burst.push((await call(token, 'POST', '/browsers')).status);
   printed.push(burst.join(' '));
-  const last = await call('POST', '/browsers');
+  const last = await call(token, 'POST', '/browsers');
   printed.push(`HTTP/1.1 ${last.status} ${last.statusText}`);
 
   const expected = (section?.[2] ?? '').trimEnd().split('\n');

@@ -46,11 +46,11 @@ export function serviceSuite(newStore: () => Store): void {
       expect(service.decisions.map(({ decision }) => decision.source)).toEqual(Array(11).fill('store'));
     });
 
-    it('counts per organization: another Developer organization is not limited by the first', async () => {
+    it('counts per organization: another organization is not limited by the first', async () => {
       for (let i = 0; i < 11; i++) await send(service.url, 'POST', '/browsers', { token: tokens.developer });
       const other = await send(service.url, 'POST', '/browsers', { token: tokens.other });
       expect(other.status).toBe(201);
-      expect(other.headers.get('x-ratelimit-remaining')).toBe('9');
+      expect(other.headers.get('x-ratelimit-remaining')).toBe('24');
     });
 
     it('gives a trial Enterprise organization the Start-Up limit of 100', async () => {
@@ -61,18 +61,16 @@ export function serviceSuite(newStore: () => Store): void {
     });
 
     it('never answers 429 on the shadow routes, even past the limit', async () => {
-      const created = await send(service.url, 'POST', '/browser-pools', {
-        token: tokens.developer,
-        body: { name: 'shadow', size: 1 },
-      });
+      const token = tokens.hobbyist;
+      const created = await send(service.url, 'POST', '/browser-pools', { token, body: { name: 'shadow', size: 1 } });
       expect(created.status).toBe(201);
       const statuses: number[] = [];
-      for (let i = 0; i < 15; i++) {
+      for (let i = 0; i < 30; i++) {
         const spelling = i % 2 === 0 ? 'browser-pools' : 'browser_pools';
         const answers = await Promise.all([
-          send(service.url, 'POST', '/invocations', { token: tokens.developer, body: { action: 'run' } }),
-          send(service.url, 'POST', `/${spelling}`, { token: tokens.developer, body: { name: `p${i}`, size: 0 } }),
-          send(service.url, 'PUT', `/${spelling}/shadow`, { token: tokens.developer, body: { size: 2 } }),
+          send(service.url, 'POST', '/invocations', { token, body: { action: 'run' } }),
+          send(service.url, 'POST', `/${spelling}`, { token, body: { name: `p${i}`, size: 0 } }),
+          send(service.url, i % 3 === 0 ? 'PUT' : 'PATCH', `/${spelling}/shadow`, { token, body: { size: 2 } }),
         ]);
         for (const answer of answers) {
           statuses.push(answer.status);
@@ -82,37 +80,106 @@ export function serviceSuite(newStore: () => Store): void {
       expect(new Set(statuses)).toEqual(new Set([202, 201, 200]));
       // The limiter did see them over the limit: shadow mode counts and reports, it only never refuses.
       const limited = service.decisions.filter(({ decision }) => decision.mode === 'shadow' && decision.limited);
-      expect(limited.length).toBeGreaterThan(0);
+      expect(new Set(limited.map(({ decision }) => decision.rule))).toEqual(
+        new Set(['POST /invocations', 'POST /browser-pools', 'PUT /browser-pools/:id']),
+      );
       // And POST /browsers still has its own full bucket.
-      const browsers = await send(service.url, 'POST', '/browsers', { token: tokens.developer });
-      expect(browsers.headers.get('x-ratelimit-remaining')).toBe('9');
+      const browsers = await send(service.url, 'POST', '/browsers', { token });
+      expect(browsers.headers.get('x-ratelimit-remaining')).toBe('24');
     });
 
-    it('applies a pool rule whichever spelling the path uses', async () => {
-      await send(service.url, 'POST', '/browser_pools', { token: tokens.developer, body: { name: 'spell', size: 1 } });
-      await send(service.url, 'PUT', '/browser_pools/spell', { token: tokens.developer, body: { size: 2 } });
-      await send(service.url, 'PUT', '/browser-pools/spell', { token: tokens.developer, body: { size: 3 } });
+    it('counts PATCH and PUT, in both spellings, against the one rule PUT /browser-pools/:id', async () => {
+      const token = tokens.hobbyist;
+      await send(service.url, 'POST', '/browser_pools', { token, body: { name: 'spell', size: 1 } });
+      const updates = [
+        ['PUT', '/browser_pools/spell'],
+        ['PATCH', '/browser_pools/spell'],
+        ['PUT', '/browser-pools/spell'],
+        ['PATCH', '/browser-pools/spell'],
+      ] as const;
+      for (const [index, [method, path]] of updates.entries()) {
+        const answer = await send(service.url, method, path, { token, body: { size: index + 2 } });
+        expect(answer.status, `${method} ${path}`).toBe(200);
+        expect(answer.json).toMatchObject({ browser_pool_config: { size: index + 2 } });
+      }
       expect(service.decisions.map(({ decision }) => decision.rule)).toEqual([
         'POST /browser-pools',
         'PUT /browser-pools/:id',
         'PUT /browser-pools/:id',
+        'PUT /browser-pools/:id',
+        'PUT /browser-pools/:id',
       ]);
-      const bucket = service.decisions.map(({ decision }) => decision.remaining);
-      expect(bucket).toEqual([9, 9, 8]);
+      expect(service.decisions.map(({ request }) => request.endpoint)).toEqual([
+        'POST /browser-pools',
+        'PUT /browser-pools/:id',
+        'PUT /browser-pools/:id',
+        'PUT /browser-pools/:id',
+        'PUT /browser-pools/:id',
+      ]);
+      // One bucket for the create, one for every update whatever its method and spelling.
+      expect(service.decisions.map(({ decision }) => decision.remaining)).toEqual([24, 24, 23, 22, 21]);
+      // The methods not counted by a rule are not shown as another: a PATCH elsewhere is still a 405 naming PATCH.
+      const elsewhere = await send(service.url, 'PATCH', '/browser-pools/spell/flush', { token });
+      expect(elsewhere.json).toEqual({ code: 'method_not_allowed', message: 'Method PATCH is not allowed here.' });
     });
 
-    it('charges nothing for requests that fail authentication or the scope check', async () => {
+    it('charges nothing for requests that fail authentication, the scope or the plan check', async () => {
       await send(service.url, 'POST', '/browsers', { token: 'nope' });
       await send(service.url, 'POST', '/browser-pools', { token: tokens.noPools, body: { name: 'x', size: 1 } });
+      await send(service.url, 'PUT', '/browser-pools/x', { token: tokens.developer, body: { size: 1 } });
       expect(service.decisions).toEqual([]);
     });
   });
 
+  describe('browsers', () => {
+    it('creates a browser session with the settings sent, finds it by id and deletes it', async () => {
+      const token = tokens.startup;
+      const created = await send(service.url, 'POST', '/browsers', {
+        token,
+        body: { headless: true, stealth: true, timeout_seconds: 120, name: 'agent', tags: { team: 'qa' } },
+      });
+      expect(created.status).toBe(201);
+      const session = created.json as { session_id: string };
+      expect(session).toEqual({
+        session_id: expect.stringMatching(/^br_[0-9a-f]{20}$/),
+        cdp_ws_url: `ws://127.0.0.1:9222/devtools/browser/${session.session_id}`,
+        webdriver_ws_url: `ws://127.0.0.1:9222/session/${session.session_id}`,
+        created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+        headless: true,
+        stealth: true,
+        timeout_seconds: 120,
+        name: 'agent',
+        tags: { team: 'qa' },
+      });
+      const found = await send(service.url, 'GET', `/browsers/${session.session_id}`, { token });
+      expect(found.json).toEqual(session);
+      expect((await send(service.url, 'GET', `/browsers/${session.session_id}`, { token: tokens.other })).status).toBe(
+        404,
+      );
+      const deleted = await send(service.url, 'DELETE', `/browsers/${session.session_id}`, { token });
+      expect(deleted.status).toBe(204);
+      expect((await send(service.url, 'GET', `/browsers/${session.session_id}`, { token })).status).toBe(404);
+      expect((await send(service.url, 'DELETE', `/browsers/${session.session_id}`, { token })).status).toBe(404);
+    });
+
+    it('gives a browser created without settings the API defaults', async () => {
+      const created = await send(service.url, 'POST', '/browsers', { token: tokens.startup });
+      expect(created.json).toMatchObject({ headless: false, stealth: false, timeout_seconds: 60 });
+    });
+  });
+
   describe('pools', () => {
-    it('creates a pool full of idle browsers and finds it by id and by name', async () => {
+    it('creates a pool full of available browsers, echoes its config and finds it by id and by name', async () => {
       const created = await send(service.url, 'POST', '/browser-pools', {
-        token: tokens.developer,
-        body: { name: 'main', size: 3 },
+        token: tokens.hobbyist,
+        body: {
+          name: 'main',
+          size: 3,
+          headless: true,
+          timeout_seconds: 600,
+          extensions: [{ name: 'ublock' }],
+          viewport: { width: 1280, height: 800 },
+        },
       });
       expect(created.status).toBe(201);
       expect(created.headers.get('content-type')).toBe('application/json');
@@ -120,97 +187,233 @@ export function serviceSuite(newStore: () => Store): void {
       expect(pool).toEqual({
         id: expect.stringMatching(/^bp_[0-9a-f]{20}$/),
         name: 'main',
-        size: 3,
-        idle: 3,
-        leased: 0,
+        available_count: 3,
+        acquired_count: 0,
+        browser_pool_config: {
+          name: 'main',
+          size: 3,
+          headless: true,
+          timeout_seconds: 600,
+          extensions: [{ name: 'ublock' }],
+          viewport: { width: 1280, height: 800 },
+        },
+        created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+        extension_ids: ['ublock'],
       });
       for (const key of [pool.id, 'main']) {
-        const found = await send(service.url, 'GET', `/browser-pools/${key}`, { token: tokens.developer });
+        const found = await send(service.url, 'GET', `/browser_pools/${key}`, { token: tokens.hobbyist });
         expect(found.status).toBe(200);
         expect(found.json).toEqual(pool);
       }
     });
 
-    it('flush destroys exactly the idle browsers and leaves the leased ones', async () => {
-      await send(service.url, 'POST', '/browser-pools', { token: tokens.developer, body: { name: 'fl', size: 5 } });
-      const leases: string[] = [];
-      for (let i = 0; i < 2; i++) {
-        const acquired = await send(service.url, 'POST', '/browser-pools/fl/acquire', { token: tokens.developer });
-        expect(acquired.status).toBe(200);
-        leases.push((acquired.json as { browser_id: string }).browser_id);
+    it('creates a pool without a name, found by its id only', async () => {
+      const created = await send(service.url, 'POST', '/browser_pools', { token: tokens.hobbyist, body: { size: 1 } });
+      expect(created.status).toBe(201);
+      const pool = created.json as { id: string; name?: string };
+      expect(pool.name).toBeUndefined();
+      expect((await send(service.url, 'GET', `/browser_pools/${pool.id}`, { token: tokens.hobbyist })).json).toEqual(
+        pool,
+      );
+    });
+
+    it('lists pools a page at a time, with X-Has-More and X-Next-Offset, filtered by name or query', async () => {
+      const token = tokens.hobbyist;
+      for (const name of ['alpha', 'beta', 'alphabet', 'gamma', 'delta']) {
+        await send(service.url, 'POST', '/browser_pools', { token, body: { name, size: 0 } });
       }
-      const flushed = await send(service.url, 'POST', '/browser_pools/fl/flush', { token: tokens.developer });
+      const first = await send(service.url, 'GET', '/browser_pools?limit=2', { token });
+      expect((first.json as { name: string }[]).map((pool) => pool.name)).toEqual(['alpha', 'beta']);
+      expect(first.headers.get('x-has-more')).toBe('true');
+      expect(first.headers.get('x-next-offset')).toBe('2');
+      const last = await send(service.url, 'GET', '/browser_pools?limit=2&offset=4', { token });
+      expect((last.json as { name: string }[]).map((pool) => pool.name)).toEqual(['delta']);
+      expect(last.headers.get('x-has-more')).toBe('false');
+      expect(last.headers.get('x-next-offset')).toBe('0');
+      const named = await send(service.url, 'GET', '/browser-pools?name=ALPHA', { token });
+      expect((named.json as { name: string }[]).map((pool) => pool.name)).toEqual(['alpha']);
+      const query = await send(service.url, 'GET', '/browser-pools?query=alph', { token });
+      expect((query.json as { name: string }[]).map((pool) => pool.name)).toEqual(['alpha', 'alphabet']);
+      expect((await send(service.url, 'GET', '/browser-pools', { token: tokens.other })).json).toEqual([]);
+      const bad = await send(service.url, 'GET', '/browser_pools?limit=0&colour=red', { token });
+      expect(bad.json).toEqual({
+        code: 'invalid_request',
+        message: 'The query is invalid.',
+        details: [
+          { code: 'invalid_value', message: 'limit: must be a whole number from 1 to 100, got 0' },
+          { code: 'invalid_value', message: 'colour: is not a query parameter of this operation' },
+        ],
+      });
+    });
+
+    it('acquires a browser session, releases it for reuse or replacement, and flush spares the acquired', async () => {
+      const token = tokens.hobbyist;
+      await send(service.url, 'POST', '/browser-pools', { token, body: { name: 'fl', size: 5, stealth: true } });
+      const leases: { session_id: string }[] = [];
+      for (let i = 0; i < 2; i++) {
+        const acquired = await send(service.url, 'POST', '/browser-pools/fl/acquire', {
+          token,
+          body: { name: `lease-${i}`, tags: { run: String(i) } },
+        });
+        expect(acquired.status).toBe(200);
+        expect(acquired.json).toMatchObject({
+          session_id: expect.stringMatching(/^br_/),
+          stealth: true,
+          headless: false,
+          name: `lease-${i}`,
+          tags: { run: String(i) },
+          pool: { id: expect.stringMatching(/^bp_/), name: 'fl' },
+        });
+        leases.push(acquired.json as { session_id: string });
+      }
+      const flushed = await send(service.url, 'POST', '/browser_pools/fl/flush', { token });
       expect(flushed.status).toBe(204);
       expect(flushed.text).toBe('');
-      const after = await send(service.url, 'GET', '/browser-pools/fl', { token: tokens.developer });
-      expect(after.json).toMatchObject({ size: 5, idle: 0, leased: 2 });
-      // The leased browsers are the same browsers: each can still be released, and then is idle.
-      for (const browser of leases) {
-        const released = await send(service.url, 'POST', '/browser-pools/fl/release', {
-          token: tokens.developer,
-          body: { browser_id: browser },
-        });
-        expect(released.status).toBe(204);
-      }
-      const end = await send(service.url, 'GET', '/browser-pools/fl', { token: tokens.developer });
-      expect(end.json).toMatchObject({ idle: 2, leased: 0 });
+      const after = await send(service.url, 'GET', '/browser-pools/fl', { token });
+      expect(after.json).toMatchObject({ available_count: 0, acquired_count: 2, browser_pool_config: { size: 5 } });
+      // The acquired browsers are the same browsers: each can still be released, and then is available.
+      const [kept, replaced] = leases.map((lease) => lease.session_id);
+      const reused = await send(service.url, 'POST', '/browser-pools/fl/release', {
+        token,
+        body: { session_id: kept },
+      });
+      expect(reused.status).toBe(204);
+      const renewed = await send(service.url, 'POST', '/browser-pools/fl/release', {
+        token,
+        body: { session_id: replaced, reuse: false },
+      });
+      expect(renewed.status).toBe(204);
+      expect((await send(service.url, 'GET', '/browser-pools/fl', { token })).json).toMatchObject({
+        available_count: 2,
+        acquired_count: 0,
+      });
+      // The reused browser comes back without its lease's name and tags; the replaced one does not come back.
+      const again = [
+        (await send(service.url, 'POST', '/browser-pools/fl/acquire', { token })).json as Record<string, unknown>,
+        (await send(service.url, 'POST', '/browser-pools/fl/acquire', { token })).json as Record<string, unknown>,
+      ];
+      const ids = again.map((session) => session.session_id);
+      expect(ids).toContain(kept);
+      expect(ids).not.toContain(replaced);
+      const reusedSession = again.find((session) => session.session_id === kept);
+      expect(reusedSession?.name).toBeUndefined();
+      expect(reusedSession?.tags).toBeUndefined();
+    });
+
+    it('holds an acquire until a browser is released, and answers 204 when none comes in time', async () => {
+      const token = tokens.hobbyist;
+      await send(service.url, 'POST', '/browser-pools', { token, body: { name: 'wait', size: 1 } });
+      const first = (await send(service.url, 'POST', '/browser-pools/wait/acquire', { token })).json as {
+        session_id: string;
+      };
+      const timedOut = await send(service.url, 'POST', '/browser-pools/wait/acquire', {
+        token,
+        body: { acquire_timeout_seconds: 0 },
+      });
+      expect(timedOut.status).toBe(204);
+      expect(timedOut.text).toBe('');
+      const waiting = send(service.url, 'POST', '/browser-pools/wait/acquire', {
+        token,
+        body: { acquire_timeout_seconds: 10 },
+      });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      await send(service.url, 'POST', '/browser-pools/wait/release', { token, body: { session_id: first.session_id } });
+      const served = await waiting;
+      expect(served.status).toBe(200);
+      expect(served.json).toMatchObject({ session_id: first.session_id });
+      // A wait that runs out is answered 204 after its timeout.
+      const started = Date.now();
+      const late = await send(service.url, 'POST', '/browser-pools/wait/acquire', {
+        token,
+        body: { acquire_timeout_seconds: 1 },
+      });
+      expect(late.status).toBe(204);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(950);
     });
 
     it('accepts both spellings, browser_pools and browser-pools, on every pool route', async () => {
       for (const spelling of ['browser_pools', 'browser-pools']) {
         const at = (suffix: string): string => `/${spelling}/${spelling}-pool${suffix}`;
-        const token = tokens.developer;
+        const token = tokens.hobbyist;
         const created = await send(service.url, 'POST', `/${spelling}`, {
           token,
           body: { name: `${spelling}-pool`, size: 2 },
         });
         expect(created.status).toBe(201);
         expect((await send(service.url, 'GET', at(''), { token })).status).toBe(200);
-        expect((await send(service.url, 'PUT', at(''), { token, body: { size: 3 } })).json).toMatchObject({ idle: 3 });
+        expect((await send(service.url, 'PATCH', at(''), { token, body: { size: 3 } })).json).toMatchObject({
+          available_count: 3,
+        });
         const acquired = await send(service.url, 'POST', at('/acquire'), { token });
         expect(acquired.status).toBe(200);
-        const released = await send(service.url, 'POST', at('/release'), { token, body: acquired.json });
+        const { session_id } = acquired.json as { session_id: string };
+        const released = await send(service.url, 'POST', at('/release'), { token, body: { session_id } });
         expect(released.status).toBe(204);
         expect((await send(service.url, 'POST', at('/flush'), { token })).status).toBe(204);
-        expect((await send(service.url, 'GET', at(''), { token })).json).toMatchObject({ size: 3, idle: 0, leased: 0 });
+        expect((await send(service.url, 'GET', at(''), { token })).json).toMatchObject({
+          available_count: 0,
+          acquired_count: 0,
+        });
+        expect((await send(service.url, 'DELETE', at(''), { token })).status).toBe(204);
+        expect((await send(service.url, 'GET', at(''), { token })).status).toBe(404);
       }
     });
 
-    it('resizes a pool by starting or destroying idle browsers, never below the leased ones', async () => {
-      await send(service.url, 'POST', '/browser-pools', { token: tokens.developer, body: { name: 'rs', size: 2 } });
-      await send(service.url, 'POST', '/browser-pools/rs/acquire', { token: tokens.developer });
-      const grown = await send(service.url, 'PUT', '/browser-pools/rs', { token: tokens.developer, body: { size: 4 } });
-      expect(grown.json).toMatchObject({ size: 4, idle: 3, leased: 1 });
-      const shrunk = await send(service.url, 'PUT', '/browser-pools/rs', {
-        token: tokens.developer,
-        body: { size: 1 },
+    it('updates size, name and settings, never below the acquired browsers', async () => {
+      const token = tokens.hobbyist;
+      await send(service.url, 'POST', '/browser-pools', { token, body: { name: 'rs', size: 2 } });
+      await send(service.url, 'POST', '/browser-pools/rs/acquire', { token });
+      const grown = await send(service.url, 'PATCH', '/browser-pools/rs', { token, body: { size: 4, stealth: true } });
+      expect(grown.json).toMatchObject({
+        available_count: 3,
+        acquired_count: 1,
+        browser_pool_config: { size: 4, stealth: true },
       });
-      expect(shrunk.json).toMatchObject({ size: 1, idle: 0, leased: 1 });
-      const tooSmall = await send(service.url, 'PUT', '/browser-pools/rs', {
-        token: tokens.developer,
-        body: { size: 0 },
-      });
+      const shrunk = await send(service.url, 'PUT', '/browser-pools/rs', { token, body: { size: 1, name: 'small' } });
+      expect(shrunk.json).toMatchObject({ name: 'small', available_count: 0, acquired_count: 1 });
+      expect((await send(service.url, 'GET', '/browser-pools/rs', { token })).status).toBe(404);
+      const tooSmall = await send(service.url, 'PATCH', '/browser-pools/small', { token, body: { size: 0 } });
       expectError(
         tooSmall,
         409,
-        '{"code":"conflict","message":"The pool has 1 leased browsers, so its size cannot go below that (got 0); release some first."}',
+        '{"code":"conflict","message":"The pool has 1 acquired browsers, so its size cannot go below that (got 0); release some first."}',
       );
+      expect(tooSmall.headers.get('x-should-retry')).toBe('false');
+      const unchanged = await send(service.url, 'PATCH', '/browser-pools/small', { token, body: { name: '' } });
+      expect(unchanged.json).toMatchObject({ name: 'small' });
+    });
+
+    it('deletes a pool with acquired browsers only when forced', async () => {
+      const token = tokens.hobbyist;
+      await send(service.url, 'POST', '/browser-pools', { token, body: { name: 'del', size: 1 } });
+      await send(service.url, 'POST', '/browser-pools/del/acquire', { token });
+      const blocked = await send(service.url, 'DELETE', '/browser-pools/del', { token });
+      expectError(
+        blocked,
+        409,
+        '{"code":"conflict","message":"The pool has 1 acquired browsers; release them first, or delete with force: true to end them."}',
+      );
+      expect((await send(service.url, 'DELETE', '/browser-pools/del', { token, body: { force: true } })).status).toBe(
+        204,
+      );
+      expect((await send(service.url, 'GET', '/browser-pools/del', { token })).status).toBe(404);
     });
 
     it("answers 404 for another organization's pool, by id and by name, on every pool route", async () => {
       const created = await send(service.url, 'POST', '/browser-pools', {
-        token: tokens.developer,
+        token: tokens.hobbyist,
         body: { name: 'mine', size: 2 },
       });
       const { id } = created.json as { id: string };
       for (const key of [id, 'mine']) {
         const attempts = await Promise.all([
           send(service.url, 'GET', `/browser-pools/${key}`, { token: tokens.other }),
-          send(service.url, 'PUT', `/browser-pools/${key}`, { token: tokens.other, body: { size: 9 } }),
+          send(service.url, 'PATCH', `/browser-pools/${key}`, { token: tokens.other, body: { size: 9 } }),
+          send(service.url, 'DELETE', `/browser-pools/${key}`, { token: tokens.other }),
           send(service.url, 'POST', `/browser-pools/${key}/acquire`, { token: tokens.other }),
           send(service.url, 'POST', `/browser-pools/${key}/release`, {
             token: tokens.other,
-            body: { browser_id: 'br_x' },
+            body: { session_id: 'br_x' },
           }),
           send(service.url, 'POST', `/browser_pools/${key}/flush`, { token: tokens.other }),
         ]);
@@ -225,8 +428,8 @@ export function serviceSuite(newStore: () => Store): void {
           );
         }
       }
-      const untouched = await send(service.url, 'GET', '/browser-pools/mine', { token: tokens.developer });
-      expect(untouched.json).toMatchObject({ size: 2, idle: 2, leased: 0 });
+      const untouched = await send(service.url, 'GET', '/browser-pools/mine', { token: tokens.hobbyist });
+      expect(untouched.json).toMatchObject({ available_count: 2, acquired_count: 0 });
       // The other organization may use the same name for a pool of its own.
       const same = await send(service.url, 'POST', '/browser-pools', {
         token: tokens.other,
@@ -280,27 +483,35 @@ export function serviceSuite(newStore: () => Store): void {
       );
     });
 
-    it('answers 403 when the key lacks the scope of the route area', async () => {
-      for (const [method, path] of [
+    it('answers 403 when the key lacks the scope of the route area, or its plan lacks the area', async () => {
+      const routes = [
         ['POST', '/browser-pools'],
+        ['GET', '/browser_pools'],
         ['GET', '/browser_pools/anything'],
+        ['PATCH', '/browser_pools/anything'],
         ['POST', '/browser_pools/anything/flush'],
-      ] as const) {
-        const answer = await send(service.url, method, path, { token: tokens.noPools });
+      ] as const;
+      for (const [method, path] of routes) {
         expectError(
-          answer,
+          await send(service.url, method, path, { token: tokens.noPools }),
           403,
-          '{"code":"forbidden","message":"This API key lacks the browser_pools scope needed here."}',
+          '{"code":"forbidden","message":"This API key lacks the browser_pools scope needed here.","inner_error":{"code":"missing_scope","message":"the key\'s scopes do not include browser_pools"}}',
+        );
+        expectError(
+          await send(service.url, method, path, { token: tokens.developer }),
+          403,
+          '{"code":"forbidden","message":"The developer plan does not include browser_pools.","inner_error":{"code":"insufficient_plan","message":"upgrade to a plan that includes browser_pools"}}',
         );
       }
       expect((await send(service.url, 'POST', '/browsers', { token: tokens.noPools })).status).toBe(201);
+      expect((await send(service.url, 'POST', '/browsers', { token: tokens.developer })).status).toBe(201);
     });
 
     it('answers 404 for an unknown route and for an unknown pool', async () => {
       for (const path of [
         '/',
         '/nope',
-        '/browsers/extra',
+        '/browsers/a/b',
         '/Browsers',
         '/browser-pools/a/b/c',
         '/browser-pools/a/destroy',
@@ -312,7 +523,7 @@ export function serviceSuite(newStore: () => Store): void {
         );
       }
       expectError(
-        await send(service.url, 'POST', '/browser_pools/ghost/flush', { token: tokens.developer }),
+        await send(service.url, 'POST', '/browser_pools/ghost/flush', { token: tokens.hobbyist }),
         404,
         '{"code":"not_found","message":"No browser pool with id or name \\"ghost\\" in this organization."}',
       );
@@ -321,8 +532,9 @@ export function serviceSuite(newStore: () => Store): void {
     it('answers 405 with an Allow header for a method the route does not take', async () => {
       const cases: [string, string, string][] = [
         ['GET', '/browsers', 'POST'],
-        ['DELETE', '/browser-pools/x', 'GET, HEAD, PUT'],
-        ['GET', '/browser_pools', 'POST'],
+        ['PUT', '/browsers/br_x', 'GET, HEAD, DELETE'],
+        ['POST', '/browser-pools/x', 'GET, HEAD, PATCH, PUT, DELETE'],
+        ['DELETE', '/browser_pools', 'GET, HEAD, POST'],
         ['GET', '/browser-pools/x/flush', 'POST'],
         ['PATCH', '/invocations', 'POST'],
         ['OPTIONS', '/browsers', 'POST'],
@@ -338,24 +550,28 @@ export function serviceSuite(newStore: () => Store): void {
       }
     });
 
-    it('answers 409 for a duplicate pool name and for an acquire with no idle browser', async () => {
-      await send(service.url, 'POST', '/browser-pools', { token: tokens.developer, body: { name: 'dup', size: 1 } });
+    it('answers 409 with x-should-retry: false for a duplicate pool name and a release of an available browser', async () => {
+      const token = tokens.hobbyist;
+      await send(service.url, 'POST', '/browser-pools', { token, body: { name: 'dup', size: 1 } });
+      const duplicate = await send(service.url, 'POST', '/browser_pools', { token, body: { name: 'dup', size: 4 } });
+      expectError(duplicate, 409, '{"code":"conflict","message":"A browser pool named \\"dup\\" already exists."}');
+      expect(duplicate.headers.get('x-should-retry')).toBe('false');
+      const { session_id } = (await send(service.url, 'POST', '/browser-pools/dup/acquire', { token })).json as {
+        session_id: string;
+      };
+      await send(service.url, 'POST', '/browser-pools/dup/release', { token, body: { session_id } });
+      const twice = await send(service.url, 'POST', '/browser-pools/dup/release', { token, body: { session_id } });
       expectError(
-        await send(service.url, 'POST', '/browser_pools', { token: tokens.developer, body: { name: 'dup', size: 4 } }),
+        twice,
         409,
-        '{"code":"conflict","message":"A browser pool named \\"dup\\" already exists."}',
+        JSON.stringify({ code: 'conflict', message: `Browser "${session_id}" is not acquired.` }),
       );
-      await send(service.url, 'POST', '/browser-pools/dup/acquire', { token: tokens.developer });
-      expectError(
-        await send(service.url, 'POST', '/browser-pools/dup/acquire', { token: tokens.developer }),
-        409,
-        '{"code":"conflict","message":"The pool has no idle browser to acquire."}',
-      );
+      expect(twice.headers.get('x-should-retry')).toBe('false');
     });
 
     it('answers 400 for malformed JSON', async () => {
       const answer = await send(service.url, 'POST', '/browser-pools', {
-        token: tokens.developer,
+        token: tokens.hobbyist,
         raw: '{"name": "x", ',
         headers: { 'content-type': 'application/json' },
       });
@@ -368,7 +584,7 @@ export function serviceSuite(newStore: () => Store): void {
 
     it('answers 400 naming every field of the wrong type or value', async () => {
       const answer = await send(service.url, 'POST', '/browser-pools', {
-        token: tokens.developer,
+        token: tokens.hobbyist,
         body: { name: 42, size: '3', colour: 'red' },
       });
       expectError(
@@ -385,7 +601,7 @@ export function serviceSuite(newStore: () => Store): void {
         }),
       );
       const fractional = await send(service.url, 'PUT', '/browser-pools/x', {
-        token: tokens.developer,
+        token: tokens.hobbyist,
         body: { size: 1.5 },
       });
       expect(fractional.json).toEqual({
@@ -394,13 +610,31 @@ export function serviceSuite(newStore: () => Store): void {
         details: [{ code: 'invalid_value', message: 'size: must be a whole number from 0 to 1000, got 1.5' }],
       });
       const missing = await send(service.url, 'POST', '/browser-pools/x/release', {
-        token: tokens.developer,
-        body: {},
+        token: tokens.hobbyist,
+        body: { reuse: 'yes' },
       });
       expect(missing.json).toEqual({
         code: 'invalid_request',
-        message: 'The request body is invalid: browser_id.',
-        details: [{ code: 'missing_field', message: 'browser_id: is required' }],
+        message: 'The request body is invalid: session_id, reuse.',
+        details: [
+          { code: 'missing_field', message: 'session_id: is required' },
+          { code: 'invalid_type', message: 'reuse: must be true or false, got "yes"' },
+        ],
+      });
+      const settings = await send(service.url, 'POST', '/browsers', {
+        token: tokens.hobbyist,
+        body: { headless: 1, timeout_seconds: 5, viewport: { width: 800 }, tags: { a: 1 }, extensions: [{}] },
+      });
+      expect(settings.json).toEqual({
+        code: 'invalid_request',
+        message: 'The request body is invalid: extensions, headless, tags, timeout_seconds, viewport.',
+        details: [
+          { code: 'invalid_value', message: 'extensions: item 0 must give an id or a name' },
+          { code: 'invalid_type', message: 'headless: must be true or false, got 1' },
+          { code: 'invalid_value', message: 'tags: "a" must be a string, got 1' },
+          { code: 'invalid_value', message: 'timeout_seconds: must be a whole number from 10 to 259200, got 5' },
+          { code: 'invalid_value', message: 'viewport: height must be a whole number from 1 to 10000, got undefined' },
+        ],
       });
       const notObject = await send(service.url, 'POST', '/browsers', { token: tokens.developer, body: [1, 2] });
       expect(notObject.json).toEqual({
@@ -412,7 +646,7 @@ export function serviceSuite(newStore: () => Store): void {
 
     it('answers 415 for a body that is not declared as JSON', async () => {
       const answer = await send(service.url, 'POST', '/browser-pools', {
-        token: tokens.developer,
+        token: tokens.hobbyist,
         raw: 'name=x&size=1',
         headers: { 'content-type': 'application/x-www-form-urlencoded' },
       });

@@ -1,19 +1,20 @@
-import { COMPACT_LIMIT, COMPACT_MISSING_SPAN, COMPACT_TIME_WRAP } from '../value.js';
+import { MAX_LIMIT } from '@ratecard/core';
+import { MAX_UPDATED_AT } from '../value.js';
 
 /**
- * The Lua half of core's bucket arithmetic (packages/core/src/bucket.ts), shared by the consume and peek scripts.
- * Each function mirrors its TypeScript namesake line for line. Lua numbers are doubles and every value here stays an
- * integer below 2^53 (core's MAX_LIMIT sees to that), so the results are the same numbers core computes.
+ * The Lua half of core's bucket arithmetic (packages/core/src/bucket.ts) and the bucket value, shared by the consume
+ * and peek scripts. unitsAt and msUntilFull mirror their TypeScript namesakes line for line. Lua numbers are doubles and every value
+ * here stays an integer below 2^53 (core's MAX_LIMIT and MAX_UPDATED_AT see to that), so the results are the same
+ * numbers core computes.
  */
 export const BUCKET_LUA: string = `
 local U = 60000                                   -- UNITS_PER_TOKEN: a bucket of limit C refills C units per ms
-local floor = math.floor
+local MAX_LIMIT = ${MAX_LIMIT}
+local MAX_UPDATED_AT = ${MAX_UPDATED_AT}
+local floor, ceil = math.floor, math.ceil
 local sformat = string.format
+local smatch = string.match
 local spack, sunpack = struct.pack, struct.unpack  -- not 'unpack': that name is Lua's own
-
--- ceilDiv(a, b) is ceil(a / b), as in core: the quotient of two integers below 2^53 is rounded once, and never
--- across an integer.
-local ceil = math.ceil
 
 -- unitsAt: what a bucket that held units at updatedAt under storedLimit holds at now, seen with limit.
 local function unitsAt(units, updatedAt, storedLimit, now, limit)
@@ -34,65 +35,28 @@ local function unitsAt(units, updatedAt, storedLimit, now, limit)
   return held
 end
 
--- The compact value, for limits below COMPACT_LIMIT (its constants come from value.ts, the TypeScript reader of the
--- same layout): one integer below 2^53 (so Lua reads it exactly with one
--- tonumber), written in decimal: ((limit * MISSING_SPAN) + missing units) * TIME_WRAP + updatedAt modulo TIME_WRAP.
--- Redis keeps such a value as an integer inside the key's object header, the smallest value it stores, and INCRBY
--- can move it without touching the TTL. Its 14 to 16 digits never match the packed layouts' 12 and 17 bytes.
-local COMPACT_LIMIT = ${COMPACT_LIMIT}
-local MISSING_SPAN = ${COMPACT_MISSING_SPAN}
-local TIME_WRAP = ${COMPACT_TIME_WRAP}
--- A key lives at most STEP + 60 s past its updatedAt, so updatedAt is the instant congruent to the stored time
--- within TIME_WRAP / 2 of now: exact unless clocks disagree (or step) by more than about 15 minutes.
-local HALF_WRAP = TIME_WRAP / 2
--- A compact key expires on a multiple of STEP ms at or after the instant its bucket is full again. Charges that
--- leave that multiple where it was need no new TTL, so they write with INCRBY; a key may outlive its bucket by STEP.
-local STEP = 10000
-
--- Whether decoded compact fields are ones ratecard writes: a whole number, a limit in the compact range, a missing
--- amount within it. Anything else under the prefix was not written by ratecard and reads as a full bucket.
-local function compactFields(limit, missing, wrapped)
-  return wrapped % 1 == 0 and limit >= 1 and limit < COMPACT_LIMIT and missing <= limit * U
+-- msUntilFull: ms until a bucket holding units under limit is full again, core's ceilDiv: the quotient of two
+-- integers below 2^53 is rounded once, and never across an integer, so its ceiling is exact.
+local function msUntilFull(units, limit)
+  return ceil((limit * U - units) / limit)
 end
 
-local function compactValue(limit, missing, updatedAt)
-  return sformat('%d', (limit * MISSING_SPAN + missing) * TIME_WRAP + updatedAt % TIME_WRAP)
-end
-
--- The instant a compact key expires: full at untilFull, rounded up to a multiple of STEP.
-local function compactExpiry(untilFull)
-  return ceil(untilFull / STEP) * STEP
-end
-
--- A bucket's value: units, updatedAt (ms) and the limit then in force, plus whether it was the compact form. From
--- the compact range up, little-endian unsigned integers: 12 bytes while the limit fits in 16 bits (units then fit
--- in 32), 17 bytes above that. The length says which form a value is.
-local function decode(raw, now)
-  local n = #raw
-  if n >= 14 and n <= 16 then
-    local v = tonumber(raw)
-    if not v then return nil end
-    local wrapped = v % TIME_WRAP                 -- powers of two: every step below is exact
-    local rest = (v - wrapped) / TIME_WRAP
-    local missing = rest % MISSING_SPAN
-    local limit = (rest - missing) / MISSING_SPAN
-    if not compactFields(limit, missing, wrapped) then return nil end
-    local ahead = (wrapped - now) % TIME_WRAP     -- Lua's % is never negative here
-    if ahead >= HALF_WRAP then ahead = ahead - TIME_WRAP end
-    return limit * U - missing, now + ahead, limit, true
-  end
-  local units, updatedAt, limit
-  if n == 12 then
-    units, updatedAt, limit = sunpack('<I4I6I2', raw)
-  elseif n == 17 then
-    units, updatedAt, limit = sunpack('<I6I6I5', raw)
-  end
-  return units, updatedAt, limit, false           -- any other value was not written by ratecard: missing, i.e. full
-end
-
+-- The bucket value: '<units> <updatedAt> <limit>', three integers in decimal, what redis-cli GET shows. '%d' prints
+-- them exactly (each is below 2^53) and Lua's tonumber reads them back exactly.
 local function encode(units, updatedAt, limit)
-  if limit < 65536 then return spack('<I4I6I2', units, updatedAt, limit) end
-  return spack('<I6I6I5', units, updatedAt, limit)
+  return sformat('%d %d %d', units, updatedAt, limit)
+end
+
+-- units, updatedAt and limit of a value ratecard writes; nil for any other value, which reads as a full bucket. The
+-- ranges are checked before encode, so it never prints a number too large for '%d'; comparing with what encode
+-- writes turns away the rest (leading zeros). value.ts's decodeBucketValue accepts exactly the same values.
+local function decode(raw)
+  local u, t, l = smatch(raw, '^(%d+) (%d+) (%d+)$')
+  if not u then return nil end
+  local units, updatedAt, limit = tonumber(u), tonumber(t), tonumber(l)
+  if limit < 1 or limit > MAX_LIMIT or units > limit * U or updatedAt > MAX_UPDATED_AT then return nil end
+  if encode(units, updatedAt, limit) ~= raw then return nil end
+  return units, updatedAt, limit
 end
 
 -- Whole ms: the caller's time (clock 'client'), or Redis TIME (seconds, microseconds) when the argument is ''.

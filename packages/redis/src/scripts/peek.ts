@@ -14,7 +14,7 @@ local held = limit * U                            -- a missing bucket is a full 
 local raw = redis.call('GET', KEYS[1])
 if raw then
   local now = clock(ARGV[1])
-  local units, updatedAt, storedLimit = decode(raw, now)
+  local units, updatedAt, storedLimit = decode(raw)
   if units then held = unitsAt(units, updatedAt, storedLimit, now, limit) end
 end
 local need = cost * U                             -- take(held, cost), without the write

@@ -103,10 +103,12 @@ export class Fleet {
   static async start(
     target: FaultTrafficOptions['target'],
     organizationOf: (policy: StoreErrorPolicy) => string,
+    client: string,
   ): Promise<Fleet> {
     const processes = POLICIES.map((policy) => {
       const options: FaultTrafficOptions = {
         target,
+        client,
         policy,
         budgetMs: BUDGET_MS,
         organization: organizationOf(policy),
@@ -117,7 +119,7 @@ export class Fleet {
         process.execPath,
         [
           '--import',
-          fileURLToPath(new URL('../support/register-ts.mjs', import.meta.url)),
+          'tsx',
           fileURLToPath(new URL('../fixtures/fault-traffic.ts', import.meta.url)),
           JSON.stringify(options),
         ],

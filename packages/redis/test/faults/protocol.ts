@@ -6,6 +6,8 @@ import type { RedisAddress } from '../../src/testing.js';
 export interface FaultTrafficOptions {
   /** A standalone server's URL, or a cluster's nodes. */
   target: { url: string } | { nodes: RedisAddress[] };
+  /** The client kind to connect with (test/support/clients.ts). */
+  client: string;
   policy: StoreErrorPolicy;
   /** The limiter's storeTimeoutMs. */
   budgetMs: number;

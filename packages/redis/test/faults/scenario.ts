@@ -1,8 +1,8 @@
 import type { StoreErrorPolicy } from '@ratecard/core';
+import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import { expect } from 'vitest';
 import { bucketKey, redisStore } from '../../src/index.js';
-import { slotOfKey } from '../../src/keys.js';
 import { uniqueOrg } from '../support/redis.js';
 import { type DuringFault, expectFaultHandled, Fleet, type RunSummary, sleep } from './fleet.js';
 import type { FaultTrafficOptions } from './protocol.js';
@@ -33,13 +33,17 @@ export interface FaultRun {
  * Runs a fault under steady traffic from one child per policy, with a drained bucket on the same Redis (and, when
  * `organizationOf` places them so, on the same node or slot) that must come through it untouched.
  */
+/** The client kinds (test/support/clients.ts) the fault tests run on. */
+export const FAULT_CLIENTS: readonly string[] = ['ioredis 6', 'node-redis 6 RESP3'];
+
 export async function runFault(
   target: FaultTrafficOptions['target'],
   client: Redis | Cluster,
   fault: Fault,
   organizationOf: (policy: StoreErrorPolicy | 'drained') => string = (policy) => uniqueOrg(`fault-${policy}`),
+  clientName = 'ioredis 6',
 ): Promise<FaultRun> {
-  const fleet = await Fleet.start(target, organizationOf);
+  const fleet = await Fleet.start(target, organizationOf, clientName);
   let runs: Awaited<ReturnType<Fleet['stop']>>;
   let bucket: RefillCheck;
   try {
@@ -128,11 +132,11 @@ export function organizationsInSlot(label: string, slot: number, count: number):
   const base = uniqueOrg(label);
   for (let i = 0; found.length < count; i++) {
     const organization = `${base}-${i}`;
-    if (slotOfKey(bucketKey(organization, ENDPOINT)) === slot) found.push(organization);
+    if (calculateSlot(bucketKey(organization, ENDPOINT)) === slot) found.push(organization);
   }
   return found;
 }
 
 export function slotOf(organization: string): number {
-  return slotOfKey(bucketKey(organization, ENDPOINT));
+  return calculateSlot(bucketKey(organization, ENDPOINT));
 }

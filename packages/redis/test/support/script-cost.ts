@@ -2,13 +2,13 @@
  * Instructions redis-server spends per decision of a script, counted by callgrind: repeatable where timings are not,
  * so two versions of a script can be compared to a few tenths of a percent. Needs valgrind (Debian: valgrind).
  *
- *   pnpm --filter @ratecard/redis script-cost [consume|empty|mget|mget-incrby|mget-set-px]
+ *   pnpm --filter @ratecard/redis script-cost [consume|empty|mget|mget-set-px]
  *
  * Starts `valgrind --tool=callgrind redis-server` on a free port, writes 2 000 fresh buckets with 32 script calls,
  * zeroes the counters, runs 150 script calls of 128 keys each (clock 'client', 2 ms apart, limit 250, cost 1: every
- * call admitted, most written with INCRBY), dumps the counters and prints instructions per decision. 'consume' is the
- * store's script; the others are skeletons that show what its parts cost: an empty script (the EVALSHA and its 128
- * keys), one MGET of the keys, then an INCRBY or a SET … PX per key.
+ * call admitted, each written with SET … PX), dumps the counters and prints instructions per decision. 'consume' is
+ * the store's script; the others are skeletons that show what its parts cost: an empty script (the EVALSHA and its
+ * 128 keys), one MGET of the keys, then a SET … PX per key.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
@@ -26,7 +26,6 @@ const MEASURED_CALLS = 150;
 const SKELETONS: Readonly<Record<string, string>> = {
   empty: 'return 1',
   mget: "redis.call('MGET', unpack(KEYS)) return 1",
-  'mget-incrby': "redis.call('MGET', unpack(KEYS)) for i = 1, #KEYS do redis.call('INCRBY', KEYS[i], '0') end return 1",
   'mget-set-px':
     "local v = redis.call('MGET', unpack(KEYS)) for i = 1, #KEYS do redis.call('SET', KEYS[i], v[i], 'PX', '600000') end return 1",
 };
@@ -103,8 +102,8 @@ async function main(): Promise<void> {
       await client.callBuffer('evalsha', [sha, PER_CALL, ...batch, String(now), pair, '']);
     };
     if (skeleton !== undefined) {
-      // A compact bucket value, as the consume script leaves it.
-      for (const key of keys) await client.set(key, '4398046513152000', 'PX', 600_000);
+      // A bucket value as the consume script leaves one: 250 tokens less one, in units.
+      for (const key of keys) await client.set(key, `14940000 ${now} 250`, 'PX', 600_000);
     }
     for (let i = 0; i < WARM_CALLS; i++) await call();
     await callgrindControl('-z', pid);

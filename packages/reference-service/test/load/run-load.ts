@@ -45,8 +45,8 @@ export interface LoadReport {
   serviceErrors: string;
 }
 
-/** Organizations with room for everything (their buckets live in Redis), and one developer organization that hits
- * its 10 per minute at once, so denials (429, from the deny cache) are part of the mix. */
+/** Organizations with room for everything (their buckets live in Redis), and one Hobbyist organization that hits
+ * its 25 per minute at once, so denials (429, from the deny cache) are part of the mix. */
 const ROOMY_ORGANIZATIONS = 64;
 
 interface Shot {
@@ -77,8 +77,9 @@ function writeKeys(dir: string): string[] {
     keys[token] = { organization: `org_load_${run}_${i}`, plan: 'enterprise', override: 1_000_000, scopes };
     tokens.push(token);
   }
-  const limited = `load_${run}_developer`;
-  keys[limited] = { organization: `org_load_${run}_developer`, plan: 'developer', scopes };
+  // A plan with browser pools (the free Developer plan has none) and a small limit, so its POST /browsers meet 429s.
+  const limited = `load_${run}_hobbyist`;
+  keys[limited] = { organization: `org_load_${run}_hobbyist`, plan: 'hobbyist', scopes };
   tokens.push(limited);
   writeFileSync(join(dir, 'keys.json'), JSON.stringify(keys));
   return tokens;

@@ -1,0 +1,308 @@
+// Limiters on Redis side by side: a redis-server or a 3-master cluster started here (`@ratecard/redis/testing`),
+// contenders alternating round by round on the same servers, each on a connection of its own.
+import { createLimiter, type LimitRequest, PLANS, type Plan } from '@ratecard/core';
+import { memoryStore } from '@ratecard/memory';
+import { type RedisClient, redisStore } from '@ratecard/redis';
+import { type RedisAddress, startRedis, startRedisCluster } from '@ratecard/redis/testing';
+import * as hdr from 'hdr-histogram-js';
+import { Cluster, Redis } from 'ioredis';
+import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { createClient, createCluster } from 'redis';
+import { say, step } from './progress.js';
+import { human, type Measurement, measurement, median, organizationNames, sig } from './results.js';
+
+const ENDPOINT = 'POST /browsers';
+
+export interface RedisTarget {
+  kind: 'redis' | 'cluster';
+  nodes: RedisAddress[];
+  /** One admin connection per master: INFO, TIME, SCAN, MEMORY USAGE, FLUSHALL. */
+  masters: Redis[];
+  stop(): Promise<void>;
+}
+
+/** One contender's limiter, opened for one round on keys and a connection of its own. */
+interface Opened {
+  call(org: number): Promise<boolean>;
+  /** Closes; says how many decisions Redis did not make (ratecard's fallback store), and the store's counters. */
+  close(): Promise<{ notFromStore: number; stats: Record<string, number> | null }>;
+}
+
+export interface Contender {
+  name: string;
+  subject: string;
+  open(target: RedisTarget, prefix: string, plan: Plan, organizations: readonly string[]): Promise<Opened>;
+}
+
+async function ioredis(target: RedisTarget): Promise<Redis | Cluster> {
+  const client = target.kind === 'cluster' ? new Cluster(target.nodes) : new Redis(target.nodes[0] as RedisAddress);
+  if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
+  return client;
+}
+
+type Connect = (target: RedisTarget) => Promise<[RedisClient, () => Promise<unknown>]>;
+
+/** ratecard as a user would write it, on a client `connect` makes (with the function that disconnects it). */
+function ratecardOn(name: string, clientName: string, connect: Connect): Contender {
+  return {
+    name,
+    subject: `\`limiter.consume()\`, \`createLimiter({ store: redisStore({ client }), fallback: memoryStore() })\`, ${clientName}`,
+    async open(target, prefix, plan, organizations) {
+      const [client, disconnect] = await connect(target);
+      const store = redisStore({ client, prefix: `${prefix}:` });
+      const limiter = createLimiter({ store, fallback: memoryStore() });
+      const requests = organizations.map((organization): LimitRequest => ({ organization, endpoint: ENDPOINT, plan }));
+      let notFromStore = 0;
+      return {
+        call: (org) =>
+          limiter.consume(requests[org] as LimitRequest).then((decision) => {
+            if (decision.source !== 'store') notFromStore++;
+            return decision.allowed;
+          }),
+        close: async () => {
+          const stats = { ...store.stats() };
+          await limiter.close();
+          await disconnect();
+          return { notFromStore, stats };
+        },
+      };
+    },
+  };
+}
+
+export const REDIS_CONTENDERS: readonly Contender[] = [
+  ratecardOn('ratecard', 'ioredis', (target) => ioredis(target).then((client) => [client, () => client.quit()])),
+  {
+    name: 'rate-limiter-flexible',
+    subject: '`RateLimiterRedis.consume(key)`, points = the plan’s limit, duration 60 s, ioredis',
+    async open(target, prefix, plan, organizations) {
+      const client = await ioredis(target);
+      const options = { storeClient: client, keyPrefix: prefix, points: PLANS[plan], duration: 60 };
+      const limiter = new RateLimiterRedis(options);
+      const keys = organizations.map((organization) => `${organization}:${ENDPOINT}`);
+      const denied = (reason: unknown): boolean => {
+        if (reason instanceof RateLimiterRes) return false;
+        throw reason;
+      };
+      return {
+        call: (org) => limiter.consume(keys[org] as string).then(() => true, denied),
+        close: async () => {
+          await client.quit();
+          return { notFromStore: 0, stats: null };
+        },
+      };
+    },
+  },
+  ratecardOn('ratecard-node-redis', 'node-redis 6 (RESP3)', async (target) => {
+    const urls = target.nodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }));
+    const client = target.kind === 'cluster' ? createCluster({ rootNodes: urls }) : createClient(urls[0]);
+    await client.connect();
+    return [client as unknown as RedisClient, () => client.close()];
+  }),
+];
+
+export async function startTarget(kind: RedisTarget['kind']): Promise<RedisTarget> {
+  const cluster = kind === 'cluster' ? await startRedisCluster({ masters: 3 }) : undefined;
+  const servers = cluster?.masters ?? [await startRedis()];
+  const nodes = servers.map(({ host, port }) => ({ host, port }));
+  const masters = nodes.map((node) => new Redis(node));
+  return {
+    kind,
+    nodes,
+    masters,
+    stop: async () => {
+      await Promise.all(masters.map((master) => master.quit()));
+      await (cluster ?? (servers[0] as { stop(): Promise<void> })).stop();
+    },
+  };
+}
+
+/** An INFO field summed over the masters. */
+async function info(target: RedisTarget, section: string, ...fields: string[]): Promise<number> {
+  let sum = 0;
+  for (const master of target.masters) {
+    const text = await master.info(section);
+    for (const field of fields) sum += Number(new RegExp(`^${field}:(.*)$`, 'm').exec(text)?.[1]);
+  }
+  return sum;
+}
+
+export async function redisVersion(target: RedisTarget): Promise<string> {
+  return /^redis_version:(.*)$/m.exec(await (target.masters[0] as Redis).info('server'))?.[1]?.trim() ?? 'unknown';
+}
+
+async function redisTime(target: RedisTarget): Promise<number> {
+  const [seconds, micros] = await (target.masters[0] as Redis).time();
+  return Number(seconds) + Number(micros) / 1e6;
+}
+
+/** MEMORY USAGE averaged over a sample of keys, and used_memory freed per key by FLUSHALL (which every round ends with). */
+async function weighAndFlush(target: RedisTarget, sample: number) {
+  let [total, weighed, keys] = [0, 0, 0];
+  for (const master of target.masters) {
+    const [, found] =
+      sample === 0 ? ['0', []] : await master.scan('0', 'COUNT', Math.ceil(sample / target.masters.length));
+    for (const key of found) {
+      const bytes = (await master.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) as number | null;
+      if (bytes !== null) [total, weighed] = [total + bytes, weighed + 1];
+    }
+    keys += await master.dbsize();
+  }
+  const before = await info(target, 'memory', 'used_memory');
+  await Promise.all(target.masters.map((master) => master.flushall()));
+  const freed = before - (await info(target, 'memory', 'used_memory'));
+  return { bytes: weighed === 0 ? null : total / weighed, used: keys === 0 ? null : freed / keys };
+}
+
+/** A load shape; `maxCalls` bounds a round's calls (the 256-in-flight shape never asks more than the buckets hold). */
+/** A load shape; `maxCalls` bounds a round (the 256-in-flight shape never asks more than its buckets hold). */
+export interface Shape {
+  name: string;
+  plan: Plan;
+  organizations: number;
+  inFlight: number;
+  rounds: number;
+  roundMs: number;
+  warmupMs: number;
+  maxCalls: number;
+  purpose: string;
+  latency?: boolean;
+}
+
+/** Calls started before the workers wait one event-loop turn, as a server's socket reads give. */
+const CALLS_PER_TURN = 1024;
+let runs = 0;
+
+/**
+ * One round of one contender on fresh keys: `inFlight` workers, each starting its next call when the last answers,
+ * call n to organization n mod count; then what Redis says of it.
+ */
+async function runRound(target: RedisTarget, contender: Contender, shape: Shape, ms: number, latency?: hdr.Histogram) {
+  // Prefixes of one length for every contender, so their keys weigh alike.
+  const prefix = `r${String(runs++).padStart(4, '0')}`;
+  const opened = await contender.open(target, prefix, shape.plan, organizationNames(shape.organizations));
+  const admittedPer = new Int32Array(shape.organizations);
+  let [started, admitted, denied, errors, sinceTurn] = [0, 0, 0, 0, 0];
+  let turn: Promise<void> | undefined;
+  const [cpuBefore, timeBefore] = [await info(target, 'cpu', 'used_cpu_user', 'used_cpu_sys'), await redisTime(target)];
+  const t0 = performance.now();
+  async function worker(): Promise<void> {
+    while (started < shape.maxCalls && performance.now() < t0 + ms) {
+      if (sinceTurn >= CALLS_PER_TURN) {
+        // Without this, calls answered locally (a deny cache) would chain as microtasks and starve the socket reads.
+        turn ??= new Promise((resolve) =>
+          setImmediate(() => {
+            sinceTurn = 0;
+            turn = undefined;
+            resolve();
+          }),
+        );
+        await turn;
+        continue;
+      }
+      sinceTurn++;
+      const org = started++ % shape.organizations;
+      const callStart = performance.now();
+      try {
+        if (await opened.call(org)) [admitted, admittedPer[org]] = [admitted + 1, (admittedPer[org] as number) + 1];
+        else denied++;
+      } catch {
+        errors++;
+      }
+      latency?.recordValue(Math.round((performance.now() - callStart) * 1e6));
+    }
+  }
+  await Promise.all(Array.from({ length: shape.inFlight }, worker));
+  const elapsedMs = performance.now() - t0;
+  const [timeAfter, cpuAfter] = [await redisTime(target), await info(target, 'cpu', 'used_cpu_user', 'used_cpu_sys')];
+  const { stats, notFromStore } = await opened.close();
+  // The most an exact token bucket of capacity C per minute admits in T seconds: C + C·T/60.
+  const bound = Math.floor(PLANS[shape.plan] * (1 + (timeAfter - timeBefore) / 60));
+  let overAdmitted = 0;
+  for (const count of admittedPer) overAdmitted += Math.max(0, count - bound);
+  const weight = await weighAndFlush(target, shape.name === '256-in-flight' ? 2000 : 0);
+  const [decisions, cpuSeconds] = [admitted + denied, cpuAfter - cpuBefore];
+  const counts = { admitted, denied, errors, overAdmitted, notFromStore };
+  return {
+    perSecond: (decisions / elapsedMs) * 1000,
+    cpuMicros: (cpuSeconds * 1e6) / Math.max(1, decisions),
+    counts,
+    stats,
+    weight,
+  };
+}
+
+/** One shape: a warm-up per contender on keys of its own, then rounds, contenders alternating; medians of rounds. */
+export async function runShape(target: RedisTarget, shape: Shape): Promise<Measurement[]> {
+  const { rounds, warmupMs } = shape;
+  const contenders = REDIS_CONTENDERS;
+  for (const contender of contenders) await runRound(target, contender, shape, warmupMs);
+  const results = new Map(contenders.map((c) => [c.name, [] as Awaited<ReturnType<typeof runRound>>[]]));
+  const latency = new Map(contenders.map((c) => [c.name, hdr.build({ highestTrackableValue: 1e10 })]));
+  for (let round = 0; round < rounds; round++) {
+    for (const contender of round % 2 === 0 ? contenders : [...contenders].reverse()) {
+      step(`${target.kind} ${shape.name} ${contender.name} ${round + 1}/${rounds}`);
+      const histogram = shape.latency === true ? latency.get(contender.name) : undefined;
+      results.get(contender.name)?.push(await runRound(target, contender, shape, shape.roundMs, histogram));
+    }
+  }
+  const where = target.kind === 'cluster' ? `a ${target.masters.length}-master Redis Cluster` : 'a redis-server';
+  const method =
+    `${shape.inFlight} in flight (closed loop, an event-loop turn every ${CALLS_PER_TURN} calls), ` +
+    `${shape.organizations.toLocaleString('en-US')} organizations round-robin on the ${shape.plan} plan ` +
+    `(C = ${PLANS[shape.plan]}/min); ${shape.purpose}; rounds: ${rounds} of ${shape.roundMs} ms per contender, ` +
+    `alternating, fresh keys each, after ${warmupMs} ms of warm-up; ${where} started by the harness on 127.0.0.1; ` +
+    'decisions/s and redis-server CPU per decision (INFO cpu used_cpu_user + used_cpu_sys, summed over the masters) ' +
+    'are medians of rounds; over-admitted: admitted beyond C + C·T/60 per bucket, T from Redis TIME around the round' +
+    (shape.latency === true ? '; every call timed, percentiles from an HdrHistogram over all rounds' : '');
+  return contenders.map((contender) => {
+    const all = results.get(contender.name) ?? [];
+    const sum = (key: keyof (typeof all)[number]['counts']): number =>
+      all.reduce((total, r) => total + r.counts[key], 0);
+    const storeStats: Record<string, number> = {};
+    for (const [name, value] of all.flatMap((r) => Object.entries(r.stats ?? {}))) {
+      storeStats[name] =
+        name === 'largestBatch' ? Math.max(storeStats[name] ?? 0, value) : (storeStats[name] ?? 0) + value;
+    }
+    const [ops, weight, histogram] = [median(all.map((r) => r.perSecond)), all[0]?.weight, latency.get(contender.name)];
+    const m = measurement({
+      id: `${target.kind}/${contender.name}/${shape.name}`,
+      suite: target.kind,
+      contender: contender.name,
+      subject: contender.subject,
+      method,
+      rounds: all.map((r) => sig(r.perSecond)),
+      opsPerSecond: sig(ops),
+      p50Micros: shape.latency === true ? sig((histogram?.getValueAtPercentile(50) ?? 0) / 1000) : null,
+      p99Micros: shape.latency === true ? sig((histogram?.getValueAtPercentile(99) ?? 0) / 1000) : null,
+      redis: {
+        cpuMicrosPerDecision: sig(median(all.map((r) => r.cpuMicros))),
+        ...{ admitted: sum('admitted'), denied: sum('denied'), overAdmitted: sum('overAdmitted') },
+        ...{ notFromStore: sum('notFromStore'), errors: sum('errors') },
+        bytesPerKey: weight?.bytes == null ? null : sig(weight.bytes),
+        usedMemoryPerKey: weight?.used == null ? null : sig(weight.used),
+        storeStats: Object.keys(storeStats).length === 0 ? null : storeStats,
+      },
+    });
+    const name = `${target.kind.padEnd(8)}${shape.name.padEnd(14)}${contender.name.padEnd(22)}`;
+    say(`${name}${human(ops).padStart(7)}/s ${m.redis?.cpuMicrosPerDecision} µs CPU`);
+    return m;
+  });
+}
+
+export type RedisSizes = Record<
+  'organizations' | 'rounds' | 'roundMs' | 'overLimitMs' | 'latencyMs' | 'warmupMs',
+  number
+>;
+
+export function shapesFor(kind: RedisTarget['kind'], c: RedisSizes): Shape[] {
+  const [admittedCalls, common] = [c.organizations * PLANS.enterprise, { rounds: c.rounds, warmupMs: c.warmupMs }];
+  // biome-ignore format: a table, one shape a line
+  const shapes: Shape[] = [
+    { ...common, name: '256-in-flight', plan: 'enterprise', organizations: c.organizations, inFlight: 256, roundMs: c.roundMs, maxCalls: admittedCalls, purpose: 'never more calls than the buckets hold, so every decision is an admission made in Redis' },
+    // 2 000 organizations of 10 tokens: every bucket drains early in a round, even on a slow run.
+    { ...common, name: 'over-limit', plan: 'developer', organizations: 2000, inFlight: 256, roundMs: c.overLimitMs, maxCalls: Number.MAX_SAFE_INTEGER, purpose: 'buckets drain early in the round, so most decisions are denials and exactness is put to the test' },
+    { ...common, name: '1-in-flight', plan: 'enterprise', organizations: c.organizations, inFlight: 1, roundMs: c.latencyMs, maxCalls: admittedCalls, latency: true, purpose: 'one call at a time: the latency of a lone decision' },
+  ];
+  return kind === 'redis' ? shapes : shapes.slice(0, 2);
+}

@@ -1,0 +1,450 @@
+import {
+  type Attributes,
+  type BatchObservableResult,
+  type Histogram,
+  type Meter,
+  type MeterProvider,
+  metrics,
+  type Observable,
+  type ObservableResult,
+} from '@opentelemetry/api';
+import {
+  type Decision,
+  type DecisionSource,
+  describeValue,
+  type LimitRequest,
+  type Outcome,
+  PLANS,
+  RateLimitError,
+  type Store,
+} from '@ratecard/core';
+
+/** The instrumentation scope every instrument is created under; Prometheus shows it as `otel_scope_name`. */
+export const SCOPE_NAME = '@ratecard/otel';
+/** This package's version, reported as the scope version (`otel_scope_version`). */
+export const SCOPE_VERSION = '0.1.0';
+
+export interface LimiterMetricsOptions {
+  /** Where the instruments come from; default the global provider that `@opentelemetry/api` holds. */
+  meterProvider?: MeterProvider;
+}
+
+/** What `memoryStore()` of `@ratecard/memory` is: a store with its counters. */
+export interface MemoryStoreWithStats extends Store {
+  stats(): { buckets: number; dropped: number; evicted: number };
+}
+
+/** What `redisStore()` of `@ratecard/redis` is: a store with its counters. */
+export interface RedisStoreWithStats extends Store {
+  stats(): {
+    sent: number;
+    batches: number;
+    denyCacheHits: number;
+    denyCacheSize: number;
+    scriptReloads: number;
+    unavailable: number;
+    expired: number;
+    queued: number;
+  };
+}
+
+export interface StoreMetricsOptions {
+  /**
+   * Time the store's calls on `ratecard.store.duration`; default true. A memory store answers in well under a
+   * microsecond, less than recording the time costs: false keeps only its counters.
+   */
+  time?: boolean;
+}
+
+/** The instruments of one meter, and the hooks that feed them (docs/observability.md lists every instrument). */
+export interface LimiterMetrics {
+  /**
+   * Counts a decision on `ratecard.decisions`: pass it as `createLimiter`'s `onDecision`, or call it from yours.
+   * Attributes: rule, mode, outcome, source and plan; never the organization.
+   */
+  readonly onDecision: (decision: Decision, request: LimitRequest) => void;
+  /**
+   * The memory store, its calls timed as `ratecard.store="memory"`, and its `stats()` observed from now on. With
+   * `{ time: false }` the store itself is returned, observed but not timed.
+   */
+  memory(store: MemoryStoreWithStats, options?: StoreMetricsOptions): Store;
+  /** The Redis store, its calls timed as `ratecard.store="redis"`, and its `stats()` observed from now on. */
+  redis(store: RedisStoreWithStats, options?: StoreMetricsOptions): Store;
+  /** Any other store, its calls timed under `ratecard.store` = `name` (a fixed word such as 'dynamodb'). */
+  store(store: Store, name: string): Store;
+}
+
+/**
+ * Bucket bounds for store call durations, in seconds: 10 µs (a memory store answers within it, a loopback Redis round
+ * trip takes ~100 µs) to 1 s, with the limiter's default budget of 100 ms as one of them, so that a histogram shows
+ * how close calls run to it.
+ */
+export const STORE_DURATION_BUCKETS: readonly number[] = Object.freeze([
+  0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+]);
+
+const MODES: readonly Decision['mode'][] = ['enforce', 'shadow', 'unlimited'];
+const SOURCES: readonly DecisionSource[] = ['store', 'fallback', 'fail-open', 'fail-closed', 'none'];
+const PLAN_NAMES: readonly string[] = Object.keys(PLANS);
+/** Tallies per rule: one per (mode, outcome, source, plan) there is. */
+const TALLIES_PER_RULE = MODES.length * 2 * SOURCES.length * PLAN_NAMES.length;
+/**
+ * Rules come from the limiter's configuration, so there are few; the bound only keeps a caller who feeds onDecision
+ * made-up rules from growing the tallies without end. Past it, and for a mode, source or plan this version does not
+ * know, decisions are counted under the overflow set, as the OpenTelemetry SDK does past its cardinality limit.
+ */
+const MAX_RULES = 1_000;
+const OVERFLOW: Attributes = Object.freeze({ 'otel.metric.overflow': true });
+
+/** The decisions counted so far under one attribute set. */
+interface Tally {
+  readonly attributes: Attributes;
+  count: number;
+}
+/** error.type values are error codes or class names, a handful; past this bound a new one is reported as '_OTHER'. */
+const MAX_ERROR_TYPES = 32;
+
+function decisionAttributes(decision: Decision, plan: string): Attributes {
+  const attributes: Attributes = {};
+  // An unlimited decision has no rule; its endpoint is the request's own path, unbounded, so it is never recorded.
+  if (decision.rule !== null) attributes['ratecard.rule'] = decision.rule;
+  attributes['ratecard.mode'] = decision.mode;
+  attributes['ratecard.outcome'] = decision.limited ? 'limited' : 'allowed';
+  attributes['ratecard.source'] = decision.source;
+  attributes['ratecard.plan'] = plan;
+  return Object.freeze(attributes);
+}
+
+/** A low-cardinality name for what went wrong: ratecard's error code, else the error's class name. */
+function errorType(error: unknown): string {
+  if (error instanceof RateLimitError) return error.code;
+  if (error instanceof Error && error.name.length > 0) return error.name;
+  return '_OTHER';
+}
+
+/**
+ * Times a store's consume and peek calls. The wrapper adds no promise of its own to the decision: a number comes back
+ * as it is, and a promise is returned unchanged, the timing riding on a side branch of it.
+ */
+class TimedStore implements Store {
+  readonly shared: boolean;
+  private readonly ok: Attributes;
+  private readonly failed = new Map<string, Attributes>();
+
+  constructor(
+    private readonly inner: Store,
+    private readonly duration: Histogram,
+    private readonly name: string,
+  ) {
+    this.shared = inner.shared;
+    this.ok = Object.freeze({ 'ratecard.store': name });
+  }
+
+  consume(
+    organization: string,
+    endpoint: string,
+    limit: number,
+    cost: number,
+    deadline?: number,
+  ): Outcome | Promise<Outcome> {
+    const start = performance.now();
+    try {
+      return this.timed(this.inner.consume(organization, endpoint, limit, cost, deadline), start, deadline);
+    } catch (error) {
+      this.record(start, error);
+      throw error;
+    }
+  }
+
+  peek(organization: string, endpoint: string, limit: number, cost: number): Outcome | Promise<Outcome> {
+    const start = performance.now();
+    try {
+      return this.timed(this.inner.peek(organization, endpoint, limit, cost), start, undefined);
+    } catch (error) {
+      this.record(start, error);
+      throw error;
+    }
+  }
+
+  reset(organization: string, endpoint: string): void | Promise<void> {
+    return this.inner.reset(organization, endpoint);
+  }
+
+  close(): void | Promise<void> {
+    return this.inner.close();
+  }
+
+  private timed(
+    answer: Outcome | Promise<Outcome>,
+    start: number,
+    deadline: number | undefined,
+  ): Outcome | Promise<Outcome> {
+    if (typeof answer === 'number') {
+      this.settled(start, deadline);
+    } else {
+      answer.then(
+        () => this.settled(start, deadline),
+        (error: unknown) => this.record(start, error),
+      );
+    }
+    return answer;
+  }
+
+  /** An answer after the caller's deadline came too late to count: the limiter's failure policy had answered. */
+  private settled(start: number, deadline: number | undefined): void {
+    const end = performance.now();
+    const attributes = deadline !== undefined && end > deadline ? this.errorAttributes('store_timeout') : this.ok;
+    this.duration.record((end - start) / 1000, attributes);
+  }
+
+  private record(start: number, error: unknown): void {
+    this.duration.record((performance.now() - start) / 1000, this.errorAttributes(errorType(error)));
+  }
+
+  private errorAttributes(type: string): Attributes {
+    let attributes = this.failed.get(type);
+    if (attributes === undefined) {
+      if (this.failed.size >= MAX_ERROR_TYPES && type !== '_OTHER') return this.errorAttributes('_OTHER');
+      attributes = Object.freeze({ 'ratecard.store': this.name, 'error.type': type });
+      this.failed.set(type, attributes);
+    }
+    return attributes;
+  }
+}
+
+function checkStore(store: unknown, method: string, needsStats: boolean): void {
+  const candidate = store as Partial<MemoryStoreWithStats> | null;
+  const isStore =
+    typeof candidate === 'object' &&
+    candidate !== null &&
+    typeof candidate.shared === 'boolean' &&
+    typeof candidate.consume === 'function' &&
+    typeof candidate.peek === 'function' &&
+    typeof candidate.reset === 'function' &&
+    typeof candidate.close === 'function';
+  if (!isStore || (needsStats && typeof candidate.stats !== 'function')) {
+    throw new RateLimitError(
+      'invalid_option',
+      `ratecard: metrics.${method} needs a store${needsStats ? ' with stats()' : ''}, got ${describeValue(store)}`,
+    );
+  }
+}
+
+function checkTime(options: StoreMetricsOptions, method: string): boolean {
+  const time = (options as StoreMetricsOptions | null)?.time ?? true;
+  if (typeof time !== 'boolean') {
+    throw new RateLimitError(
+      'invalid_option',
+      `ratecard: metrics.${method}'s time must be a boolean, got ${describeValue(time)}`,
+    );
+  }
+  return time;
+}
+
+class OtelLimiterMetrics implements LimiterMetrics {
+  private readonly meter: Meter;
+  private readonly duration: Histogram;
+  /** rule ('' for none) → tallies, indexed by (mode, outcome, source, plan). */
+  private readonly tallies = new Map<string, (Tally | undefined)[]>();
+  private readonly overflow: Tally = { attributes: OVERFLOW, count: 0 };
+  private readonly memoryStores: MemoryStoreWithStats[] = [];
+  private readonly redisStores: RedisStoreWithStats[] = [];
+
+  constructor(options: LimiterMetricsOptions) {
+    const provider = options.meterProvider ?? metrics.getMeterProvider();
+    if (typeof provider !== 'object' || provider === null || typeof provider.getMeter !== 'function') {
+      throw new RateLimitError(
+        'invalid_option',
+        `ratecard: meterProvider must be an OpenTelemetry MeterProvider, got ${describeValue(provider)}`,
+      );
+    }
+    this.meter = provider.getMeter(SCOPE_NAME, SCOPE_VERSION);
+    // An asynchronous counter over tallies kept here: a synchronous Counter's add() makes the SDK hash the attribute
+    // set again on every call (its keys sorted and JSON-stringified), which measured several times the cost of the
+    // decision itself (packages/otel/bench/limiter-overhead.mjs); a tally costs one increment.
+    this.meter
+      .createObservableCounter('ratecard.decisions', {
+        description: 'Rate-limit decisions, by rule, mode, outcome, source and plan.',
+        unit: '{decision}',
+      })
+      .addCallback(this.observeDecisions);
+    this.duration = this.meter.createHistogram('ratecard.store.duration', {
+      description:
+        'Duration of store calls (consume and peek), with error.type when the call failed or ran over budget.',
+      unit: 's',
+      advice: { explicitBucketBoundaries: [...STORE_DURATION_BUCKETS] },
+    });
+  }
+
+  readonly onDecision = (decision: Decision, request: LimitRequest): void => {
+    this.tallyFor(decision, request.plan).count++;
+  };
+
+  memory(store: MemoryStoreWithStats, options: StoreMetricsOptions = {}): Store {
+    checkStore(store, 'memory', true);
+    const time = checkTime(options, 'memory');
+    if (this.memoryStores.length === 0) this.observeMemoryStores();
+    // Wrapped twice, a store is still counted once.
+    if (!this.memoryStores.includes(store)) this.memoryStores.push(store);
+    return time ? new TimedStore(store, this.duration, 'memory') : store;
+  }
+
+  redis(store: RedisStoreWithStats, options: StoreMetricsOptions = {}): Store {
+    checkStore(store, 'redis', true);
+    const time = checkTime(options, 'redis');
+    if (this.redisStores.length === 0) this.observeRedisStores();
+    if (!this.redisStores.includes(store)) this.redisStores.push(store);
+    return time ? new TimedStore(store, this.duration, 'redis') : store;
+  }
+
+  store(store: Store, name: string): Store {
+    checkStore(store, 'store', false);
+    if (typeof name !== 'string' || !/^[a-z][a-z0-9_.-]{0,63}$/.test(name)) {
+      throw new RateLimitError(
+        'invalid_option',
+        `ratecard: a store's name must be a short lowercase word such as 'dynamodb', got ${describeValue(name)}`,
+      );
+    }
+    return new TimedStore(store, this.duration, name);
+  }
+
+  /** The tally of a decision's attribute set, made (with its attributes, built once) on first use. */
+  private tallyFor(decision: Decision, plan: string): Tally {
+    const mode = MODES.indexOf(decision.mode);
+    const source = SOURCES.indexOf(decision.source);
+    const planIndex = PLAN_NAMES.indexOf(plan);
+    if (mode < 0 || source < 0 || planIndex < 0) return this.overflow;
+    const rule = decision.rule ?? '';
+    let tallies = this.tallies.get(rule);
+    if (tallies === undefined) {
+      if (this.tallies.size >= MAX_RULES) return this.overflow;
+      tallies = new Array<Tally | undefined>(TALLIES_PER_RULE);
+      this.tallies.set(rule, tallies);
+    }
+    const index = ((mode * 2 + (decision.limited ? 1 : 0)) * SOURCES.length + source) * PLAN_NAMES.length + planIndex;
+    let tally = tallies[index];
+    if (tally === undefined) {
+      tally = { attributes: decisionAttributes(decision, plan), count: 0 };
+      tallies[index] = tally;
+    }
+    return tally;
+  }
+
+  private readonly observeDecisions = (result: ObservableResult): void => {
+    for (const tallies of this.tallies.values()) {
+      for (const tally of tallies) if (tally !== undefined) result.observe(tally.count, tally.attributes);
+    }
+    if (this.overflow.count > 0) result.observe(this.overflow.count, this.overflow.attributes);
+  };
+
+  private observeMemoryStores(): void {
+    const meter = this.meter;
+    const held = meter.createObservableUpDownCounter('ratecard.memory.buckets.held', {
+      description: 'Buckets the memory stores hold now.',
+      unit: '{bucket}',
+    });
+    const dropped = meter.createObservableCounter('ratecard.memory.buckets.dropped', {
+      description: 'Full buckets the memory stores dropped (lossless: a full bucket is a missing one).',
+      unit: '{bucket}',
+    });
+    const evicted = meter.createObservableCounter('ratecard.memory.buckets.evicted', {
+      description:
+        'Buckets not yet full that the memory stores evicted at maxBuckets (each one a lost partial bucket).',
+      unit: '{bucket}',
+    });
+    meter.addBatchObservableCallback(
+      (result: BatchObservableResult) => {
+        let buckets = 0;
+        let drops = 0;
+        let evictions = 0;
+        for (const store of this.memoryStores) {
+          const stats = store.stats();
+          buckets += stats.buckets;
+          drops += stats.dropped;
+          evictions += stats.evicted;
+        }
+        result.observe(held, buckets);
+        result.observe(dropped, drops);
+        result.observe(evicted, evictions);
+      },
+      [held, dropped, evicted],
+    );
+  }
+
+  private observeRedisStores(): void {
+    const meter = this.meter;
+    const counter = (name: string, description: string, unit = '{call}'): Observable =>
+      meter.createObservableCounter(name, { description, unit });
+    const gauge = (name: string, description: string, unit: string): Observable =>
+      meter.createObservableUpDownCounter(name, { description, unit });
+    const sent = counter('ratecard.redis.calls.sent', 'Consume calls sent to Redis.');
+    const expired = counter(
+      'ratecard.redis.calls.expired',
+      "Consume calls dropped unsent because they waited past the limiter's deadline (its policy had answered them).",
+    );
+    const unavailable = counter(
+      'ratecard.redis.calls.unavailable',
+      'Calls refused at once because the Redis client was not ready (connecting, reconnecting, closed).',
+    );
+    const queued = gauge('ratecard.redis.calls.queued', 'Consume calls waiting to be sent now.', '{call}');
+    const scriptCalls = counter('ratecard.redis.script.calls', 'Consume script calls made (each carries a batch).');
+    const reloads = counter(
+      'ratecard.redis.script.reloads',
+      'Times a Redis node lacked the script (NOSCRIPT) and got it whole with EVAL.',
+      '{reload}',
+    );
+    const hits = counter('ratecard.redis.deny_cache.hits', 'Consume calls the deny cache answered without Redis.');
+    const remembered = gauge(
+      'ratecard.redis.deny_cache.buckets',
+      'Empty buckets the deny cache remembers now.',
+      '{bucket}',
+    );
+    meter.addBatchObservableCallback(
+      (result: BatchObservableResult) => {
+        const total = { sent: 0, expired: 0, unavailable: 0, queued: 0, batches: 0, reloads: 0, hits: 0, size: 0 };
+        for (const store of this.redisStores) {
+          const stats = store.stats();
+          total.sent += stats.sent;
+          total.expired += stats.expired;
+          total.unavailable += stats.unavailable;
+          total.queued += stats.queued;
+          total.batches += stats.batches;
+          total.reloads += stats.scriptReloads;
+          total.hits += stats.denyCacheHits;
+          total.size += stats.denyCacheSize;
+        }
+        result.observe(sent, total.sent);
+        result.observe(expired, total.expired);
+        result.observe(unavailable, total.unavailable);
+        result.observe(queued, total.queued);
+        result.observe(scriptCalls, total.batches);
+        result.observe(reloads, total.reloads);
+        result.observe(hits, total.hits);
+        result.observe(remembered, total.size);
+      },
+      [sent, expired, unavailable, queued, scriptCalls, reloads, hits, remembered],
+    );
+  }
+}
+
+/**
+ * OpenTelemetry metrics for ratecard, recorded through `@opentelemetry/api` only (your SDK and exporter do the rest):
+ *
+ * ```ts
+ * const metrics = limiterMetrics({ meterProvider });
+ * const limiter = createLimiter({
+ *   store: metrics.redis(redisStore({ client })),
+ *   fallback: metrics.memory(memoryStore()),
+ *   onDecision: metrics.onDecision,
+ * });
+ * ```
+ */
+export function limiterMetrics(options: LimiterMetricsOptions = {}): LimiterMetrics {
+  if (typeof options !== 'object' || options === null) {
+    throw new RateLimitError(
+      'invalid_option',
+      `ratecard: limiterMetrics takes an options object, got ${describeValue(options)}`,
+    );
+  }
+  return new OtelLimiterMetrics(options);
+}

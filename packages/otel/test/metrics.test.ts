@@ -1,0 +1,413 @@
+import { readFileSync } from 'node:fs';
+import type { Attributes } from '@opentelemetry/api';
+import {
+  AggregationTemporality,
+  DataPointType,
+  InMemoryMetricExporter,
+  MeterProvider,
+  type MetricData,
+  PeriodicExportingMetricReader,
+} from '@opentelemetry/sdk-metrics';
+import {
+  createLimiter,
+  type Limiter,
+  type LimitRequest,
+  type Outcome,
+  RateLimitError,
+  type Store,
+} from '@ratecard/core';
+import { memoryStore } from '@ratecard/memory';
+import { redisStore } from '@ratecard/redis';
+import { canStartRedis, type RedisServer, startRedis } from '@ratecard/redis/testing';
+import { Redis } from 'ioredis';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import packageJson from '../package.json' with { type: 'json' };
+import { type LimiterMetrics, limiterMetrics, SCOPE_NAME, SCOPE_VERSION } from '../src/index.js';
+
+/** A real SDK: a meter provider whose reader exports to memory when asked (forceFlush), never on a timer. */
+function sdk(): { provider: MeterProvider; collect(): Promise<Map<string, MetricData>>; shutdown(): Promise<void> } {
+  const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+  const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
+  const provider = new MeterProvider({ readers: [reader] });
+  return {
+    provider,
+    async collect() {
+      exporter.reset();
+      await reader.forceFlush();
+      const byName = new Map<string, MetricData>();
+      for (const resource of exporter.getMetrics()) {
+        for (const scope of resource.scopeMetrics) {
+          expect(scope.scope).toEqual({ name: SCOPE_NAME, version: SCOPE_VERSION, schemaUrl: undefined });
+          for (const metric of scope.metrics) byName.set(metric.descriptor.name, metric);
+        }
+      }
+      return byName;
+    },
+    shutdown: () => provider.shutdown(),
+  };
+}
+
+/** An attribute set as one comparable string: `key=value` pairs in key order. */
+function label(attributes: Attributes): string {
+  return Object.keys(attributes)
+    .sort()
+    .map((key) => `${key}=${String(attributes[key])}`)
+    .join(' ');
+}
+
+/** Every data point of a counter (or up-down counter), as attribute set → value. */
+function sums(metrics: Map<string, MetricData>, name: string): Record<string, number> {
+  const metric = metrics.get(name);
+  if (metric === undefined) throw new Error(`no metric ${name}; got ${[...metrics.keys()].join(', ')}`);
+  expect(metric.dataPointType).toBe(DataPointType.SUM);
+  const points: Record<string, number> = {};
+  for (const point of metric.dataPoints) points[label(point.attributes)] = point.value as number;
+  return points;
+}
+
+/** Every data point of the store duration histogram, as attribute set → count of calls. */
+function histogramCounts(metrics: Map<string, MetricData>): Record<string, number> {
+  const metric = metrics.get('ratecard.store.duration');
+  if (metric === undefined) throw new Error('no ratecard.store.duration');
+  expect(metric.dataPointType).toBe(DataPointType.HISTOGRAM);
+  const points: Record<string, number> = {};
+  for (const point of metric.dataPoints) {
+    points[label(point.attributes)] = (point.value as { count: number }).count;
+  }
+  return points;
+}
+
+const developer = (organization: string, endpoint: string): LimitRequest => ({
+  organization,
+  endpoint,
+  plan: 'developer',
+});
+
+async function times(n: number, limiter: Limiter, request: LimitRequest): Promise<void> {
+  for (let i = 0; i < n; i++) await limiter.consume(request);
+}
+
+/** The label of a decision's attribute set, as `label` renders it; no rule for an unlimited decision. */
+function decision(
+  rule: string | null,
+  mode: string,
+  outcome: 'allowed' | 'limited',
+  source: string,
+  plan = 'developer',
+): string {
+  const attributes: Attributes = {
+    'ratecard.mode': mode,
+    'ratecard.outcome': outcome,
+    'ratecard.source': source,
+    'ratecard.plan': plan,
+  };
+  if (rule !== null) attributes['ratecard.rule'] = rule;
+  return label(attributes);
+}
+
+let otel: ReturnType<typeof sdk>;
+let metrics: LimiterMetrics;
+
+beforeEach(() => {
+  otel = sdk();
+  metrics = limiterMetrics({ meterProvider: otel.provider });
+});
+
+afterEach(() => otel.shutdown());
+
+describe('ratecard.decisions', () => {
+  it('counts a scripted sequence exactly, per attribute set: allowed, limited, shadow, unlimited', async () => {
+    const memory = memoryStore();
+    const limiter = createLimiter({ store: metrics.memory(memory), onDecision: metrics.onDecision });
+    await times(11, limiter, developer('org_a', 'POST /browsers'));
+    await times(12, limiter, developer('org_a', 'POST /browser-pools'));
+    await times(3, limiter, developer('org_a', 'GET /browsers'));
+    await times(2, limiter, { organization: 'org_b', endpoint: 'POST /browsers', plan: 'enterprise' });
+
+    const collected = await otel.collect();
+    expect(sums(collected, 'ratecard.decisions')).toEqual({
+      [decision('POST /browsers', 'enforce', 'allowed', 'store')]: 10,
+      [decision('POST /browsers', 'enforce', 'limited', 'store')]: 1,
+      [decision('POST /browsers', 'enforce', 'allowed', 'store', 'enterprise')]: 2,
+      [decision('POST /browser-pools', 'shadow', 'allowed', 'store')]: 10,
+      [decision('POST /browser-pools', 'shadow', 'limited', 'store')]: 2,
+      // No rule attribute: the endpoint of an unlimited request is its own path, which is unbounded.
+      [decision(null, 'unlimited', 'allowed', 'none')]: 3,
+    });
+    const descriptor = collected.get('ratecard.decisions')?.descriptor;
+    expect(descriptor?.unit).toBe('{decision}');
+    // The unlimited calls touched no store: 11 + 12 + 2 consume calls did.
+    expect(histogramCounts(collected)).toEqual({ 'ratecard.store=memory': 25 });
+    expect(sums(collected, 'ratecard.memory.buckets.held')).toEqual({ '': 3 });
+    expect(sums(collected, 'ratecard.memory.buckets.evicted')).toEqual({ '': 0 });
+  });
+
+  it('never records the organization, whatever it is', async () => {
+    const limiter = createLimiter({ store: metrics.memory(memoryStore()), onDecision: metrics.onDecision });
+    for (let i = 0; i < 50; i++) await limiter.consume(developer(`org_${i}`, 'POST /browsers'));
+    const points = sums(await otel.collect(), 'ratecard.decisions');
+    expect(points).toEqual({ [decision('POST /browsers', 'enforce', 'allowed', 'store')]: 50 });
+  });
+
+  it('reports cumulative counts at every collection', async () => {
+    const limiter = createLimiter({ store: memoryStore(), onDecision: metrics.onDecision });
+    const allowed = decision('POST /browsers', 'enforce', 'allowed', 'store');
+    await times(4, limiter, developer('org_a', 'POST /browsers'));
+    expect(sums(await otel.collect(), 'ratecard.decisions')).toEqual({ [allowed]: 4 });
+    await times(3, limiter, developer('org_a', 'POST /browsers'));
+    expect(sums(await otel.collect(), 'ratecard.decisions')).toEqual({ [allowed]: 7 });
+    expect(sums(await otel.collect(), 'ratecard.decisions')).toEqual({ [allowed]: 7 });
+  });
+
+  it('counts a decision with a value it does not know under the overflow set, bounded', async () => {
+    const request = developer('org_a', 'POST /browsers');
+    const made = { ...(await createLimiter({ store: memoryStore() }).consume(request)) };
+    metrics.onDecision({ ...made, source: 'elsewhere' as never }, request);
+    metrics.onDecision(made, { ...request, plan: 'platinum' as never });
+    for (let i = 0; i < 1_200; i++) metrics.onDecision({ ...made, rule: `GET /made-up/${i}` }, request);
+    const points = sums(await otel.collect(), 'ratecard.decisions');
+    // Rules are counted one by one up to 1 000 of them; past that, and for the unknown values, under overflow.
+    expect(Object.keys(points)).toHaveLength(1_001);
+    expect(points['otel.metric.overflow=true']).toBe(2 + 200);
+  });
+
+  it('counts decisions from limiters sharing one metrics object together', async () => {
+    const first = createLimiter({ store: memoryStore(), onDecision: metrics.onDecision });
+    const second = createLimiter({ store: memoryStore(), onDecision: metrics.onDecision });
+    await times(3, first, developer('org_a', 'POST /browsers'));
+    await times(4, second, developer('org_a', 'POST /browsers'));
+    expect(sums(await otel.collect(), 'ratecard.decisions')).toEqual({
+      [decision('POST /browsers', 'enforce', 'allowed', 'store')]: 7,
+    });
+  });
+});
+
+describe('ratecard.store.duration', () => {
+  it('marks a call that answered after the limiter stopped waiting with error.type store_timeout', async () => {
+    let answered = 0;
+    const slow: Store = {
+      shared: false,
+      consume: () =>
+        new Promise<Outcome>((resolve) =>
+          setTimeout(() => {
+            answered++;
+            resolve(0);
+          }, 60),
+        ),
+      peek: () => Promise.resolve(0),
+      reset: () => {},
+      close: () => {},
+    };
+    const limiter = createLimiter({
+      store: metrics.store(slow, 'slow'),
+      fallback: metrics.memory(memoryStore()),
+      storeTimeoutMs: 10,
+      onDecision: metrics.onDecision,
+    });
+    const decision = await limiter.consume(developer('org_a', 'POST /browsers'));
+    expect(decision.source).toBe('fallback');
+    await limiter.peek(developer('org_a', 'POST /browsers'));
+    while (answered < 1) await new Promise((resolve) => setTimeout(resolve, 10));
+
+    const collected = await otel.collect();
+    expect(histogramCounts(collected)).toEqual({
+      'error.type=store_timeout ratecard.store=slow': 1,
+      'ratecard.store=slow': 1,
+      'ratecard.store=memory': 1,
+    });
+    const histogram = collected.get('ratecard.store.duration');
+    expect(histogram?.descriptor.unit).toBe('s');
+    const late = histogram?.dataPoints.find((point) => point.attributes['error.type'] === 'store_timeout');
+    // Seconds, not milliseconds: the slow call took 60 ms.
+    expect((late?.value as { sum: number }).sum).toBeGreaterThanOrEqual(0.055);
+    expect((late?.value as { sum: number }).sum).toBeLessThan(5);
+  });
+
+  it('marks a store that throws with its error code, and the decision still goes by the policy', async () => {
+    const broken: Store = {
+      shared: false,
+      consume: () => {
+        throw new RateLimitError('store_unavailable', 'ratecard: down');
+      },
+      peek: () => Promise.reject(new TypeError('bad reply')),
+      reset: () => {},
+      close: () => {},
+    };
+    const limiter = createLimiter({ store: metrics.store(broken, 'broken'), onStoreError: 'allow' });
+    expect((await limiter.consume(developer('org_a', 'POST /browsers'))).source).toBe('fail-open');
+    expect((await limiter.peek(developer('org_a', 'POST /browsers'))).source).toBe('fail-open');
+    expect(histogramCounts(await otel.collect())).toEqual({
+      'error.type=store_unavailable ratecard.store=broken': 1,
+      'error.type=TypeError ratecard.store=broken': 1,
+    });
+  });
+
+  it('leaves a store untimed with time: false, and still observes its counters', async () => {
+    const memory = memoryStore();
+    expect(metrics.memory(memory, { time: false })).toBe(memory);
+    metrics.memory(memory);
+    const limiter = createLimiter({ store: memory, onDecision: metrics.onDecision });
+    await times(2, limiter, developer('org_a', 'POST /browsers'));
+    const collected = await otel.collect();
+    expect(collected.has('ratecard.store.duration')).toBe(false);
+    expect(sums(collected, 'ratecard.memory.buckets.held')).toEqual({ '': 1 });
+    expect(Object.values(sums(collected, 'ratecard.decisions'))).toEqual([2]);
+  });
+
+  it('keeps the memory store synchronous: a consume through the wrapper returns a number', () => {
+    const timed = metrics.memory(memoryStore());
+    expect(typeof timed.consume('org_a', 'POST /browsers', 10, 1)).toBe('number');
+    expect(timed.shared).toBe(false);
+  });
+});
+
+describe('docs/observability.md', () => {
+  it('lists every instrument the package makes, with its unit', async () => {
+    const doc = readFileSync(new URL('../../../docs/observability.md', import.meta.url), 'utf8');
+    const table = /<!-- instruments:[^>]*-->\n((?:\|.*\n)+)/.exec(doc)?.[1] ?? '';
+    const documented = table
+      .split('\n')
+      .slice(2)
+      .filter((row) => row.length > 0)
+      .map((row) => {
+        const [name, , unit] = row
+          .split('|')
+          .slice(1, 4)
+          .map((cell) => cell.trim().replace(/`/g, ''));
+        return `${name} ${unit}`;
+      });
+    // An unconnected client: the Redis store's counters are there to observe without a server.
+    const client = new Redis({ lazyConnect: true });
+    const limiter = createLimiter({
+      store: metrics.memory(memoryStore()),
+      fallback: metrics.memory(memoryStore()),
+      onDecision: metrics.onDecision,
+    });
+    metrics.redis(redisStore({ client }));
+    await limiter.consume(developer('org_a', 'POST /browsers'));
+    const made = [...(await otel.collect()).values()].map(
+      (metric) => `${metric.descriptor.name} ${metric.descriptor.unit}`,
+    );
+    expect(documented.sort()).toEqual(made.sort());
+    client.disconnect();
+  });
+});
+
+describe('options', () => {
+  it('refuses what is not a meter provider, a store, or a store name', () => {
+    const invalid = (run: () => unknown, message: RegExp): void => {
+      expect(run).toThrow(RateLimitError);
+      expect(run).toThrow(message);
+      try {
+        run();
+      } catch (error) {
+        expect((error as RateLimitError).code).toBe('invalid_option');
+      }
+    };
+    invalid(
+      () => limiterMetrics({ meterProvider: {} as never }),
+      /^ratecard: meterProvider must be an OpenTelemetry MeterProvider, got an object$/,
+    );
+    invalid(() => limiterMetrics(null as never), /^ratecard: limiterMetrics takes an options object, got null$/);
+    const { stats: _, ...withoutStats } = memoryStore();
+    invalid(() => metrics.redis(withoutStats as never), /^ratecard: metrics.redis needs a store with stats\(\)/);
+    invalid(() => metrics.memory({ stats: () => ({}) } as never), /^ratecard: metrics.memory needs a store/);
+    invalid(() => metrics.store(memoryStore(), 'Bad Name'), /^ratecard: a store's name must be a short lowercase word/);
+    invalid(
+      () => metrics.memory(memoryStore(), { time: 'no' as never }),
+      /^ratecard: metrics.memory's time must be a boolean/,
+    );
+  });
+
+  it("reports this package's own version as the scope version", () => {
+    expect(SCOPE_VERSION).toBe(packageJson.version);
+  });
+
+  it('uses the global meter provider when none is given', async () => {
+    const { metrics: api } = await import('@opentelemetry/api');
+    expect(api.setGlobalMeterProvider(otel.provider)).toBe(true);
+    try {
+      const global = limiterMetrics();
+      const limiter = createLimiter({ store: memoryStore(), onDecision: global.onDecision });
+      await limiter.consume(developer('org_a', 'POST /browsers'));
+      expect(Object.values(sums(await otel.collect(), 'ratecard.decisions'))).toEqual([1]);
+    } finally {
+      api.disable();
+    }
+  });
+});
+
+// Under CI=true canStartRedis throws when redis-server is missing, so this suite fails instead of passing by skipping.
+describe.skipIf(!canStartRedis('@ratecard/otel'))('on Redis', () => {
+  let server: RedisServer;
+  let client: Redis;
+
+  beforeEach(async () => {
+    server = await startRedis();
+    client = new Redis(server.url, { lazyConnect: true });
+    // ioredis prints every error event it cannot hand to a listener; the kill below makes a few.
+    client.on('error', () => {});
+    await client.connect();
+  });
+
+  afterEach(async () => {
+    client.disconnect();
+    await server.stop();
+  });
+
+  it('counts store and fallback decisions exactly across a killed Redis, and observes the stores', async () => {
+    const redis = redisStore({ client });
+    const fallback = memoryStore();
+    const limiter = createLimiter({
+      store: metrics.redis(redis),
+      fallback: metrics.memory(fallback),
+      onDecision: metrics.onDecision,
+    });
+    const denying = createLimiter({
+      store: metrics.redis(redisStore({ client })),
+      onStoreError: 'deny',
+      onDecision: metrics.onDecision,
+    });
+    await times(12, limiter, developer('org_a', 'POST /browsers'));
+    await times(1, denying, developer('org_b', 'POST /browsers'));
+    // The eleventh call was denied by Redis, and the deny cache answered the twelfth without it.
+    const up = await otel.collect();
+    expect(sums(up, 'ratecard.redis.calls.sent')).toEqual({ '': 12 });
+    expect(sums(up, 'ratecard.redis.script.calls')).toEqual({ '': 12 });
+    expect(sums(up, 'ratecard.redis.deny_cache.hits')).toEqual({ '': 1 });
+
+    await server.kill();
+    while (client.status === 'ready') await new Promise((resolve) => setTimeout(resolve, 5));
+    await times(3, limiter, developer('org_a', 'POST /invocations'));
+    await times(2, denying, developer('org_b', 'POST /browsers'));
+    // The deny cache still knows org_a's empty bucket on POST /browsers: it answers without Redis.
+    await times(1, limiter, developer('org_a', 'POST /browsers'));
+    // The five calls made while the client reconnects waited in the store and were answered by the policy at their
+    // deadline; the store drops them unsent at its next look (every few ms).
+    await new Promise((resolve) => setTimeout(resolve, 20));
+
+    const collected = await otel.collect();
+    expect(sums(collected, 'ratecard.decisions')).toEqual({
+      [decision('POST /browsers', 'enforce', 'allowed', 'store')]: 11,
+      [decision('POST /browsers', 'enforce', 'limited', 'store')]: 3,
+      [decision('POST /invocations', 'shadow', 'allowed', 'fallback')]: 3,
+      [decision('POST /browsers', 'enforce', 'limited', 'fail-closed')]: 2,
+    });
+    expect(histogramCounts(collected)).toEqual({
+      'ratecard.store=redis': 14,
+      'error.type=store_timeout ratecard.store=redis': 5,
+      'ratecard.store=memory': 3,
+    });
+    expect(sums(collected, 'ratecard.redis.calls.sent')).toEqual({ '': 12 });
+    expect(sums(collected, 'ratecard.redis.script.calls')).toEqual({ '': 12 });
+    expect(sums(collected, 'ratecard.redis.calls.unavailable')).toEqual({ '': 0 });
+    expect(sums(collected, 'ratecard.redis.deny_cache.hits')).toEqual({ '': 2 });
+    expect(sums(collected, 'ratecard.redis.deny_cache.buckets')).toEqual({ '': 1 });
+    expect(sums(collected, 'ratecard.redis.calls.expired')).toEqual({ '': 5 });
+    expect(sums(collected, 'ratecard.redis.calls.queued')).toEqual({ '': 0 });
+    // A fresh server had no script: the first call got NOSCRIPT and sent it whole.
+    expect(sums(collected, 'ratecard.redis.script.reloads')).toEqual({ '': 1 });
+    expect(sums(collected, 'ratecard.memory.buckets.held')).toEqual({ '': 1 });
+    expect(fallback.stats().buckets).toBe(1);
+  });
+});

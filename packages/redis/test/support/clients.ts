@@ -1,0 +1,100 @@
+/**
+ * Every Redis client the store supports, each able to connect to a standalone server and to a cluster, so that the
+ * same suites run on all of them. node-redis runs under both protocols it speaks (RESP2 and RESP3).
+ */
+
+import { Cluster as IoredisCluster, Redis as IoredisRedis } from 'ioredis';
+import { Cluster as IovalkeyCluster, Redis as IovalkeyRedis } from 'iovalkey';
+import { createClient as createClient6, createCluster as createCluster6 } from 'redis';
+import { createClient as createClient5, createCluster as createCluster5 } from 'redis5';
+import type { RedisClient } from '../../src/index.js';
+
+export interface Connected {
+  client: RedisClient;
+  close(): Promise<void>;
+}
+
+export interface ClientKind {
+  readonly name: string;
+  standalone(url: string): Promise<Connected>;
+  cluster(nodes: readonly { host: string; port: number }[]): Promise<Connected>;
+}
+
+/** The events an ioredis-shaped client (ioredis, iovalkey) emits while it connects. */
+interface Connecting {
+  readonly status: string;
+  once(event: 'ready' | 'end', listener: () => void): unknown;
+}
+
+/** Resolves once an ioredis-shaped client is ready. */
+function ready(client: Connecting): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    client.once('ready', () => resolve());
+    client.once('end', () => reject(new Error('the client ended before it was ready')));
+  });
+}
+
+/** ioredis and iovalkey, which share one API: their `Redis` and `Cluster` constructors. */
+function ioredisLike(
+  name: string,
+  Standalone: new (url: string) => Connecting & { disconnect(): void },
+  Cluster: new (nodes: { host: string; port: number }[]) => Connecting & { disconnect(): void },
+): ClientKind {
+  const open = async (client: Connecting & { disconnect(): void }): Promise<Connected> => {
+    await ready(client);
+    return { client: client as unknown as RedisClient, close: async () => client.disconnect() };
+  };
+  return {
+    name,
+    standalone: (url) => open(new Standalone(url)),
+    cluster: (nodes) => open(new Cluster([...nodes])),
+  };
+}
+
+/** What the test needs of node-redis' createClient and createCluster, the same in versions 5 and 6. */
+interface NodeRedisHandle {
+  on(event: 'error', listener: () => void): unknown;
+  connect(): Promise<unknown>;
+  destroy(): void;
+}
+
+function nodeRedis(
+  version: 5 | 6,
+  RESP: 2 | 3,
+  createClient: (options: { url: string; RESP: 2 | 3 }) => unknown,
+  createCluster: (options: { rootNodes: { url: string }[]; RESP: 2 | 3 }) => unknown,
+): ClientKind {
+  const open = async (handle: NodeRedisHandle): Promise<Connected> => {
+    // Errors reach the store through its calls; unheard, the event would be printed.
+    handle.on('error', () => {});
+    await handle.connect();
+    return { client: handle as unknown as RedisClient, close: async () => handle.destroy() };
+  };
+  return {
+    name: `node-redis ${version} RESP${RESP}`,
+    standalone: (url) => open(createClient({ url, RESP }) as NodeRedisHandle),
+    cluster: (nodes) =>
+      open(
+        createCluster({
+          rootNodes: nodes.map((node) => ({ url: `redis://${node.host}:${node.port}` })),
+          RESP,
+        }) as NodeRedisHandle,
+      ),
+  };
+}
+
+export const CLIENTS: readonly ClientKind[] = [
+  ioredisLike('ioredis 6', IoredisRedis, IoredisCluster),
+  ioredisLike('iovalkey', IovalkeyRedis, IovalkeyCluster),
+  nodeRedis(6, 3, createClient6, createCluster6),
+  nodeRedis(6, 2, createClient6, createCluster6),
+  nodeRedis(5, 3, createClient5, createCluster5),
+  nodeRedis(5, 2, createClient5, createCluster5),
+];
+
+export function clientKind(name: string): ClientKind {
+  const kind = CLIENTS.find((candidate) => candidate.name === name);
+  if (kind === undefined) throw new Error(`no client kind named ${JSON.stringify(name)}`);
+  return kind;
+}
