@@ -12,9 +12,9 @@ import { type LuaScript, luaScript } from './lua-script.js';
  * same order: 1 when the bucket has been refilling since before now at the request's own limit (so a deny cache may
  * extrapolate it exactly), else 0.
  *
- * Cost per key: one MGET read for the whole batch, and one SET ... PX for each admitted charge, which writes the value
- * and its TTL together. Inside a script every redis.call costs about a microsecond of bookkeeping, so the reads are
- * shared and nothing else is called. The numbers travel packed (one argument, one reply) because each bulk string
+ * Cost per key: one MGET read for the whole batch, and one SET ... PXAT (PX on the caller's clock) for each admitted
+ * charge, which writes the value and its expiry together. Inside a script every redis.call costs about a microsecond
+ * of bookkeeping, so the reads are shared and nothing else is called. The numbers travel packed (one argument, one reply) because each bulk string
  * costs Redis an object to parse and Lua a string to intern, and text numbers a strtod or printf each.
  */
 function consumeScript(name: string, header: string, keys: string, read: string): LuaScript {
@@ -22,6 +22,7 @@ function consumeScript(name: string, header: string, keys: string, read: string)
     name,
     `${header}${BUCKET_LUA}
 local now = clock(ARGV[1])
+local redisClock = ARGV[1] == ''
 ${keys}
 local n = #keys
 local packed = ARGV[2]
@@ -50,12 +51,18 @@ for i = 1, n do
     local left = held - need
     local at = now                                -- max(now, updatedAt): an interval never refills twice
     if updatedAt > now then at = updatedAt end
-    local untilFull = at + msUntilFull(left, limit)
-    -- The TTL ends once the bucket is full again (a missing key is a full bucket, so nothing is lost), counted from
-    -- now. Redis counts it from the start of the command, which may fall in the ms before now: hence + 1. It is
-    -- formatted here as an integer, cheaper than the %.17g Redis 7.0 prints a number argument with.
+    local fullAt = at + msUntilFull(left, limit)
+    -- The key expires once the bucket is full again (a missing key is a full bucket, so nothing is lost). On Redis'
+    -- clock that is an instant Redis knows: PXAT, exact however long the script has run. The caller's clock may
+    -- stand apart from Redis', so then the TTL is counted from now: PX, + 1 because Redis counts it from the start
+    -- of the command, which may fall in the ms before now. Formatted here as an integer, cheaper than the %.17g
+    -- Redis 7.0 prints a number argument with.
     local value = encode(left, at, limit)
-    redis.call('SET', key, value, 'PX', sformat('%d', untilFull - now + 1))
+    if redisClock then
+      redis.call('SET', key, value, 'PXAT', sformat('%d', fullAt))
+    else
+      redis.call('SET', key, value, 'PX', sformat('%d', fullAt - now + 1))
+    end
     if written then written[key] = value end
     reply[i] = left
   else
