@@ -19,21 +19,22 @@ export class DeadlineQueue {
   private timer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
-    private readonly budgetMs: number,
+    readonly budgetMs: number,
     private readonly timeoutError: () => Error,
   ) {}
 
-  /** The instant a call made now stops being waited for. */
-  deadlineFromNow(): number {
-    return performance.now() + this.budgetMs;
-  }
-
-  /** The store's answer, or a rejection with the timeout error at `deadline` (or on `expireAll`), whichever is first. */
-  race<T>(work: Promise<T>, deadline: number): Promise<T> {
+  /**
+   * The store's answer, or a rejection with the timeout error once the budget, counted from now, runs out (or on
+   * `expireAll`), whichever is first. Called after the store: a store counts the same budget from an earlier instant,
+   * so it gives up on a call no later than its caller does.
+   */
+  race<T>(work: Promise<T>): Promise<T> {
+    const now = performance.now();
+    const deadline = now + this.budgetMs;
     return new Promise<T>((resolve, reject) => {
       const call: PendingCall = { deadline, open: true, expire: () => reject(this.timeoutError()) };
       this.queue.push(call);
-      if (this.timer === undefined) this.arm(deadline - performance.now());
+      if (this.timer === undefined) this.arm(deadline - now);
       work.then(
         (value) => {
           if (!call.open) return;

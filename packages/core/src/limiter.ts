@@ -272,9 +272,8 @@ class TokenBucketLimiter implements Limiter {
     checkName(bucket?.endpoint, 'endpoint');
     const key = this.endpointRules.forEndpoint(bucket.endpoint)?.key ?? bucket.endpoint;
     if (this.fallback !== undefined) await this.fallback.reset(bucket.organization, key);
-    const deadline = this.deadlines.deadlineFromNow();
     try {
-      await this.deadlines.race(Promise.resolve(this.store.reset(bucket.organization, key)), deadline);
+      await this.deadlines.race(Promise.resolve(this.store.reset(bucket.organization, key)));
     } catch (error) {
       throw storeError(error);
     }
@@ -311,13 +310,12 @@ class TokenBucketLimiter implements Limiter {
     let outcome: Outcome;
     let source: DecisionSource = 'store';
     try {
-      // Passed to the store too, so that it drops a queued call once the policy below has answered it.
-      const deadline = this.deadlines.deadlineFromNow();
+      // The budget goes to the store too, so that it drops a queued call before the policy below answers it.
       const answer =
         operation === 'consume'
-          ? this.store.consume(organization, rule.key, limit, cost, deadline)
+          ? this.store.consume(organization, rule.key, limit, cost, this.deadlines.budgetMs)
           : this.store.peek(organization, rule.key, limit, cost);
-      outcome = typeof answer === 'number' ? answer : await this.deadlines.race(answer, deadline);
+      outcome = typeof answer === 'number' ? answer : await this.deadlines.race(answer);
     } catch (error) {
       const failure = storeError(error);
       const policy = this.policy;

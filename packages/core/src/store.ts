@@ -12,14 +12,14 @@ export interface Store {
   readonly shared: boolean;
   /**
    * Takes `cost` tokens from the bucket if it holds them, atomically; the outcome (bucket.ts) says which happened.
-   * `deadline` (a `performance.now()` instant) is when the caller stops waiting: a call still unsent by then is dropped, never charged.
+   * `budgetMs`: how long from this call the caller waits (no longer than that); a call still unsent then is dropped, never charged.
    */
   consume(
     organization: string,
     endpoint: string,
     limit: number,
     cost: number,
-    deadline?: number,
+    budgetMs?: number,
   ): Outcome | Promise<Outcome>;
   /** The outcome `consume` would give now, charging nothing and writing nothing. */
   peek(organization: string, endpoint: string, limit: number, cost: number): Outcome | Promise<Outcome>;

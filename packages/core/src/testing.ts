@@ -141,10 +141,10 @@ export function storeContractSuite(name: string, harness: StoreHarness, api: Tes
       assert.deepEqual(outcomes, [4 * U, -1 - 4 * U, 0, 0]);
     });
 
-    test('charges nothing for a call it refuses because its deadline has passed', async (store, _clock, org) => {
+    test('charges nothing for a call it refuses because its budget has run out', async (store, _clock, org) => {
       let charged: boolean;
       try {
-        charged = (await store.consume(org('late'), 'e', 10, 1, performance.now() - 1)) >= 0;
+        charged = (await store.consume(org('late'), 'e', 10, 1, 0)) >= 0;
       } catch {
         charged = false;
       }

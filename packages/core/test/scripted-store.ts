@@ -14,8 +14,8 @@ export class ScriptedStore implements Store {
   calls = 0;
   now = 1_700_000_000_000;
   closed = false;
-  /** The deadline the limiter passed with the last consume. */
-  lastDeadline: number | undefined;
+  /** The budget the limiter passed with the last consume. */
+  lastBudgetMs: number | undefined;
   /** Calls held under 'hold': each settles its call with an outcome or an error, once. */
   readonly held: ((answer: Outcome | Error) => void)[] = [];
   private readonly buckets = new Map<string, { units: number; at: number; limit: number }>();
@@ -40,8 +40,8 @@ export class ScriptedStore implements Store {
       : unitsAt(bucket.units, bucket.at, bucket.limit, this.now, limit);
   }
 
-  consume(organization: string, endpoint: string, limit: number, cost: number, deadline?: number): Promise<Outcome> {
-    this.lastDeadline = deadline;
+  consume(organization: string, endpoint: string, limit: number, cost: number, budgetMs?: number): Promise<Outcome> {
+    this.lastBudgetMs = budgetMs;
     return this.answer(() => {
       const key = `${organization}\u0000${endpoint}`;
       const outcome = take(this.unitsHeld(key, limit), cost);

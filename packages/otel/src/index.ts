@@ -145,11 +145,11 @@ class TimedStore implements Store {
     endpoint: string,
     limit: number,
     cost: number,
-    deadline?: number,
+    budgetMs?: number,
   ): Outcome | Promise<Outcome> {
     const start = performance.now();
     try {
-      return this.timed(this.inner.consume(organization, endpoint, limit, cost, deadline), start, deadline);
+      return this.timed(this.inner.consume(organization, endpoint, limit, cost, budgetMs), start, budgetMs);
     } catch (error) {
       this.record(start, error);
       throw error;
@@ -177,23 +177,28 @@ class TimedStore implements Store {
   private timed(
     answer: Outcome | Promise<Outcome>,
     start: number,
-    deadline: number | undefined,
+    budgetMs: number | undefined,
   ): Outcome | Promise<Outcome> {
     if (typeof answer === 'number') {
-      this.settled(start, deadline);
+      this.settled(start, budgetMs);
     } else {
       answer.then(
-        () => this.settled(start, deadline),
+        () => this.settled(start, budgetMs),
         (error: unknown) => this.record(start, error),
       );
     }
     return answer;
   }
 
-  /** An answer after the caller's deadline came too late to count: the limiter's failure policy had answered. */
-  private settled(start: number, deadline: number | undefined): void {
+  /**
+   * An answer after the caller's budget came too late to count: the limiter's failure policy had answered. The budget
+   * is counted from this wrapper's start, microseconds before the limiter starts its own count, so an answer within
+   * those microseconds of the end reads as late though the limiter took it.
+   */
+  private settled(start: number, budgetMs: number | undefined): void {
     const end = performance.now();
-    const attributes = deadline !== undefined && end > deadline ? this.errorAttributes('store_timeout') : this.ok;
+    const attributes =
+      budgetMs !== undefined && end - start > budgetMs ? this.errorAttributes('store_timeout') : this.ok;
     this.duration.record((end - start) / 1000, attributes);
   }
 

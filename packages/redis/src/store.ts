@@ -62,7 +62,7 @@ export interface RedisStoreStats {
 
 /** A Store on Redis, with counters. */
 export interface RedisStore extends Store {
-  consume(organization: string, endpoint: string, limit: number, cost: number, deadline?: number): Promise<Outcome>;
+  consume(organization: string, endpoint: string, limit: number, cost: number, budgetMs?: number): Promise<Outcome>;
   peek(organization: string, endpoint: string, limit: number, cost: number): Promise<Outcome>;
   reset(organization: string, endpoint: string): Promise<void>;
   close(): void;
@@ -170,13 +170,7 @@ class RedisBucketStore implements RedisStore {
     );
   }
 
-  consume(
-    organization: string,
-    endpoint: string,
-    limit: number,
-    cost: number,
-    deadline = Number.POSITIVE_INFINITY,
-  ): Promise<Outcome> {
+  consume(organization: string, endpoint: string, limit: number, cost: number, budgetMs?: number): Promise<Outcome> {
     if (this.closed) return Promise.reject(this.closedError());
     if (organization.length === 0) return Promise.reject(emptyOrganization());
     const key = this.keys.key(this.keys.tag(organization), endpoint);
@@ -184,6 +178,8 @@ class RedisBucketStore implements RedisStore {
     if (cached !== undefined) return Promise.resolve(cached);
     if (this.connection.state() === 'closed') return Promise.reject(this.notReady());
     const slot = this.connection.cluster ? calculateSlot(key) : 0;
+    // Counted from now, before the caller starts its own count: the store gives up on the call first.
+    const deadline = budgetMs === undefined ? Number.POSITIVE_INFINITY : performance.now() + budgetMs;
     return new Promise<Outcome>((resolve, reject) => {
       this.batcher.add(key, slot, limit, cost, deadline, { resolve, reject });
     });
