@@ -1,5 +1,5 @@
 /** In-process limiters side by side (tinybench), and heap per tracked organization (a fresh process per library). */
-import { createLimiter, type Decision } from '@ratecard/core';
+import { createLimiter } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { Bench } from 'tinybench';
@@ -30,7 +30,7 @@ function ratecard(denied: boolean): MemoryCase[2] {
         ? { organization, endpoint: ENDPOINT, plan: 'developer' as const }
         : { organization, endpoint: ENDPOINT, plan: 'enterprise' as const, override: ROOMY },
     );
-    return (org) => limiter.consume(requests[org] as (typeof requests)[number]).then((d: Decision) => d.allowed);
+    return (org) => limiter.consume(requests[org] as (typeof requests)[number]);
   };
 }
 
