@@ -385,7 +385,7 @@ class OtelLimiterMetrics implements LimiterMetrics {
     const sent = counter('ratecard.redis.calls.sent', 'Consume calls sent to Redis.');
     const expired = counter(
       'ratecard.redis.calls.expired',
-      "Consume calls dropped unsent because they waited past the limiter's deadline (its policy had answered them).",
+      "Consume calls past the limiter's deadline that charged nothing (its policy had answered them): dropped unsent, or refused by the script they reached late.",
     );
     const unavailable = counter(
       'ratecard.redis.calls.unavailable',

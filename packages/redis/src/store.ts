@@ -47,8 +47,9 @@ export interface RedisStoreStats {
   /** Calls refused at once because the client was not ready (connecting, reconnecting, closed). */
   unavailable: number;
   /**
-   * Calls dropped unsent because their caller had stopped waiting: queued behind a slow or hung Redis past the
-   * limiter's budget, they were answered by its policy, and sending them would have charged buckets for nothing.
+   * Calls that charged nothing because their caller had stopped waiting (the limiter's policy had answered them):
+   * dropped unsent, queued behind a slow or hung Redis past the limiter's budget; or refused by the script, which they
+   * reached too late (held in a paused or hung server, or sent again by the client after it reconnected).
    */
   expired: number;
   /**
@@ -118,10 +119,17 @@ class RedisBucketStore implements RedisStore {
   private rerouted = 0;
   /** Resets so far: a denial sent before the latest one must not go back into the deny cache. */
   private resets = 0;
+  /**
+   * Per server (a cluster master's address; '' standalone): Redis TIME in the latest consume reply minus
+   * performance.now() when that script call was sent. The script ran after it was sent, so this is never less than how
+   * far Redis' clock is ahead of this process's; a deadline moved by it into Redis' frame is never earlier than the
+   * true one, and the script refuses only runs that are surely late.
+   */
+  private readonly redisAhead = new Map<string, number>();
   /** One error for every expired call: nobody reads it (the caller has stopped waiting), so it needs no stack each. */
   private readonly expiredError = new RateLimitError(
     'store_timeout',
-    'ratecard: the call waited to be sent to Redis past its deadline',
+    'ratecard: the call reached Redis past its deadline, or waited to be sent until then',
   );
 
   constructor(options: RedisStoreOptions) {
@@ -263,10 +271,17 @@ class RedisBucketStore implements RedisStore {
     const keys = batch.keys;
     const limits = batch.limits;
     const costs = batch.costs;
+    const deadlines = batch.deadlines;
     let uniform = true;
+    let firstDeadline = Number.POSITIVE_INFINITY;
     for (let i = from; i < to; i++) {
       if (limits[i] !== limits[from] || costs[i] !== costs[from]) uniform = false;
+      firstDeadline = Math.min(firstDeadline, deadlines[i] as number);
     }
+    // The server the script runs on, for its clock. A cluster call sent by key may land on any master (the client
+    // follows MOVED and ASK, and retries through a failover), so it takes the master furthest ahead.
+    const server = batch.master ?? (this.connection.cluster ? undefined : '');
+    const ahead = server === undefined ? this.furthestAhead() : this.redisAhead.get(server);
     // The script's ARGV: see scripts/consume.ts. One (limit, cost) pair when the whole batch shares it, as a batch
     // from one plan and endpoint does, else one per call.
     const numbers = Buffer.allocUnsafe(uniform ? 16 : 16 * n);
@@ -279,14 +294,22 @@ class RedisBucketStore implements RedisStore {
         numbers.writeDoubleLE(costs[from + i] as number, 16 * i + 8);
       }
     }
-    const args = [now === undefined ? '' : String(now), numbers, n > 1 && hasRepeats(keys, from, to) ? '1' : ''];
+    // The batch's first deadline in Redis' frame: a run later than that finds some caller gone, and charges nothing.
+    const lastWaited =
+      ahead === undefined || firstDeadline === Number.POSITIVE_INFINITY ? '' : String(Math.ceil(firstDeadline + ahead));
+    const args = [
+      now === undefined ? '' : String(now),
+      numbers,
+      n > 1 && hasRepeats(keys, from, to) ? '1' : '',
+      lastWaited,
+    ];
     this.sent += n;
     this.batches++;
     if (n > this.largestBatch) this.largestBatch = n;
     const sentAt = performance.now();
     const resets = this.resets;
     const settle = (reply: unknown): void =>
-      this.settleConsume(batch, from, to, reply, now, sentAt, resets === this.resets);
+      this.settleConsume(batch, from, to, reply, now, sentAt, resets === this.resets, server);
     const master = batch.master;
     if (master === undefined) {
       return runScript(this.connection, CONSUME, keys.slice(from, to), args, this.onReload).then(settle, (error) =>
@@ -337,18 +360,25 @@ class RedisBucketStore implements RedisStore {
     now: number | undefined,
     sentAt: number,
     cacheDenials: boolean,
+    server: string | undefined,
   ): void {
     const n = to - from;
-    // n outcomes, then a flag per limited one, each a little-endian double (see scripts/consume.ts).
-    if (!Buffer.isBuffer(reply) || reply.length < 8 * n || reply.length % 8 !== 0) {
+    // Redis TIME, then n outcomes, then a flag per limited one, each a little-endian double (see scripts/consume.ts);
+    // the time alone when the run came too late for the batch.
+    if (!Buffer.isBuffer(reply) || (reply.length !== 8 && reply.length < 8 * (n + 1)) || reply.length % 8 !== 0) {
       batch.rejectAll(failure(new Error(`unexpected consume reply ${describeValue(reply)}`)), from, to);
       return;
     }
+    if (server !== undefined) this.redisAhead.set(server, reply.readDoubleLE(0) - sentAt);
+    if (reply.length === 8) {
+      batch.rejectAll(this.onExpired(n), from, to);
+      return;
+    }
     const receivedAt = performance.now();
-    let flag = 8 * n;
+    let flag = 8 * (n + 1);
     for (let i = 0; i < n; i++) {
       const j = from + i;
-      const outcome = reply.readDoubleLE(8 * i);
+      const outcome = reply.readDoubleLE(8 * (i + 1));
       const key = batch.keys[j] as string;
       if (outcome >= 0) {
         this.denies.forget(key);
@@ -367,6 +397,13 @@ class RedisBucketStore implements RedisStore {
       }
       (batch.receivers[j] as Receiver).resolve(outcome);
     }
+  }
+
+  /** The most any master's clock has been seen ahead of this process's, or undefined before any reply. */
+  private furthestAhead(): number | undefined {
+    let furthest: number | undefined;
+    for (const ahead of this.redisAhead.values()) if (furthest === undefined || ahead > furthest) furthest = ahead;
+    return furthest;
   }
 
   /** The deny cache's time frame: the client clock, or this process's monotonic clock. */

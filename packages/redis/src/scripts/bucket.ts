@@ -59,11 +59,14 @@ local function decode(raw)
   return units, updatedAt, limit
 end
 
--- Whole ms: the caller's time (clock 'client'), or Redis TIME (seconds, microseconds) when the argument is ''.
-local function clock(arg)
-  local now = tonumber(arg)
-  if now then return now end
+-- Redis TIME (seconds, microseconds) in whole ms.
+local function redisTime()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+end
+
+-- Whole ms: the caller's time (clock 'client'), or Redis TIME when the argument is ''.
+local function clock(arg)
+  return tonumber(arg) or redisTime()
 end
 `;

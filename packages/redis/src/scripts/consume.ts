@@ -7,21 +7,27 @@ import { type LuaScript, luaScript } from './lua-script.js';
  *
  * KEYS[i]: a bucket. ARGV[1]: now in ms, or '' for Redis TIME. ARGV[2]: the limits and costs, little-endian doubles:
  * one pair (limit, cost) that every key shares, or one pair per key, in order. ARGV[3]: '1' when a key may appear
- * more than once in the batch, else ''.
- * Reply: one string of little-endian doubles: the Outcome for each key, then one flag per limited outcome, in the
- * same order: 1 when the bucket has been refilling since before now at the request's own limit (so a deny cache may
- * extrapolate it exactly), else 0.
+ * more than once in the batch, else ''. ARGV[4]: the last ms by Redis TIME at which anyone still waits for the batch,
+ * or '' when the store cannot tell yet: a run that starts later (the batch waited in a paused or hung server, or a
+ * client sent it again after reconnecting) charges nothing.
+ * Reply: one string of little-endian doubles: Redis TIME in ms, then the Outcome for each key, then one flag per
+ * limited outcome, in the same order: 1 when the bucket has been refilling since before now at the request's own
+ * limit (so a deny cache may extrapolate it exactly), else 0. A run too late for its batch replies with the time alone.
  *
  * Cost per key: one MGET read for the whole batch, and one SET ... PXAT (PX on the caller's clock) for each admitted
  * charge, which writes the value and its expiry together. Inside a script every redis.call costs about a microsecond
- * of bookkeeping, so the reads are shared and nothing else is called. The numbers travel packed (one argument, one reply) because each bulk string
- * costs Redis an object to parse and Lua a string to intern, and text numbers a strtod or printf each.
+ * of bookkeeping, so the reads are shared and nothing else is called. The numbers travel packed (one argument, one
+ * reply) because each bulk string costs Redis an object to parse and Lua a string to intern, and text numbers a strtod
+ * or printf each.
  */
 function consumeScript(name: string, header: string, keys: string, read: string): LuaScript {
   return luaScript(
     name,
     `${header}${BUCKET_LUA}
-local now = clock(ARGV[1])
+local redisNow = redisTime()
+local lastWaited = tonumber(ARGV[4])
+if lastWaited and redisNow > lastWaited then return spack('<d', redisNow) end
+local now = tonumber(ARGV[1]) or redisNow
 local redisClock = ARGV[1] == ''
 ${keys}
 local n = #keys
@@ -32,7 +38,7 @@ if #packed ~= 16 then each = {sunpack('<' .. string.rep('d', 2 * n), packed)} en
 local written                                     -- values this run wrote, when a key may repeat in the batch
 if ARGV[3] == '1' then written = {} end
 ${read}                                            -- every key read before any is written
-local reply = {}
+local reply = {redisNow}
 local flags = {}
 for i = 1, n do
   local key = keys[i]
@@ -64,14 +70,14 @@ for i = 1, n do
       redis.call('SET', key, value, 'PX', sformat('%d', fullAt - now + 1))
     end
     if written then written[key] = value end
-    reply[i] = left
+    reply[i + 1] = left
   else
-    reply[i] = -1 - held                          -- limited: nothing charged, nothing written
+    reply[i + 1] = -1 - held                      -- limited: nothing charged, nothing written
     -- Steady: refilling since before now at the request's own limit, so a deny cache may extrapolate it.
     if storedLimit == limit and updatedAt <= now then flags[#flags + 1] = 1 else flags[#flags + 1] = 0 end
   end
 end
-for j = 1, #flags do reply[n + j] = flags[j] end
+for j = 1, #flags do reply[n + 1 + j] = flags[j] end
 return spack('<' .. string.rep('d', #reply), unpack(reply))
 `,
   );
@@ -85,8 +91,8 @@ export const CONSUME: LuaScript = consumeScript(
 );
 
 /**
- * The same on one Redis Cluster master, for keys of any slots it serves: the keys come after the three arguments above
- * (ARGV[4] on), since keys declared in KEYS across slots are refused with CROSSSLOT before the script runs, and the
+ * The same on one Redis Cluster master, for keys of any slots it serves: the keys come after the four arguments above
+ * (ARGV[5] on), since keys declared in KEYS across slots are refused with CROSSSLOT before the script runs, and the
  * flag lets the script touch keys of several slots. A key the master does not serve (its slot moved, or is moving and
  * the key is not there) stops the script at the GET that reads it with "non local key": every key is read before any
  * is written, so such a run writes nothing, and the store sends its calls again by key. MGET over several slots is
@@ -95,6 +101,6 @@ export const CONSUME: LuaScript = consumeScript(
 export const CONSUME_ON_MASTER: LuaScript = consumeScript(
   'consume-on-master',
   '#!lua flags=allow-cross-slot-keys\n',
-  'local keys = {} for i = 4, #ARGV do keys[i - 3] = ARGV[i] end',
+  'local keys = {} for i = 5, #ARGV do keys[i - 4] = ARGV[i] end',
   "local values = {} for i = 1, #keys do values[i] = redis.call('GET', keys[i]) end",
 );

@@ -99,7 +99,7 @@ async function main(): Promise<void> {
         next = (next + 1) % BUCKETS;
       }
       now += 2;
-      await client.callBuffer('evalsha', [sha, PER_CALL, ...batch, String(now), pair, '']);
+      await client.callBuffer('evalsha', [sha, PER_CALL, ...batch, String(now), pair, '', '']);
     };
     if (skeleton !== undefined) {
       // A bucket value as the consume script leaves one: 250 tokens less one, in units.
