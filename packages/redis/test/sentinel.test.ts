@@ -1,0 +1,141 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createLimiter, type Decision } from '@ratecard/core';
+import { storeContractSuite } from '@ratecard/core/testing';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bucketKey, redisStore } from '../src/index.js';
+import { canStartRedis, type RedisServer, redisCommand, startRedis } from '../src/testing.js';
+import { REDIS_EXTERNAL, REDIS_URL, uniqueOrg } from './support/redis.js';
+
+/**
+ * An ioredis `Redis` that finds its master through Sentinel is passed to the store as it is. The store runs the
+ * contract on it, then keeps answering through a Sentinel failover: by policy while the client switches, then from the
+ * promoted replica. This suite starts its own master, replica and sentinel.
+ */
+const canSpawn = REDIS_URL !== null && (!REDIS_EXTERNAL || canStartRedis('@ratecard/redis Sentinel tests'));
+
+const NAME = 'ratecard';
+const HOST = '127.0.0.1';
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, HOST, () => {
+      const address = probe.address();
+      probe.close(() => resolve(typeof address === 'object' && address !== null ? address.port : 0));
+    });
+  });
+}
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await check().catch(() => false))) {
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+/** A sentinel watching `master` under NAME, in a directory of its own (Sentinel rewrites its config file). */
+async function startSentinel(master: RedisServer): Promise<{ port: number; stop(): Promise<void> }> {
+  const port = await freePort();
+  const dir = await mkdtemp(join(tmpdir(), 'ratecard-sentinel-'));
+  const config = join(dir, 'sentinel.conf');
+  await writeFile(
+    config,
+    [
+      `port ${port}`,
+      `bind ${HOST}`,
+      `dir ${dir}`,
+      `sentinel monitor ${NAME} ${HOST} ${master.port} 1`,
+      `sentinel down-after-milliseconds ${NAME} 1000`,
+      `sentinel failover-timeout ${NAME} 10000`,
+      '',
+    ].join('\n'),
+  );
+  const child: ChildProcess = spawn('redis-server', [config, '--sentinel'], { stdio: 'ignore' });
+  await until(
+    `a sentinel on port ${port}`,
+    async () => (await redisCommand({ host: HOST, port }, ['PING'], 500)) === 'PONG',
+  );
+  return {
+    port,
+    stop: async () => {
+      child.kill('SIGKILL');
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+describe.skipIf(!canSpawn)('an ioredis client that finds its master through Sentinel', () => {
+  let master: RedisServer;
+  let replica: RedisServer;
+  let sentinel: { port: number; stop(): Promise<void> };
+  let client: Redis;
+  beforeAll(async () => {
+    master = await startRedis();
+    replica = await startRedis({ args: ['--replicaof', HOST, String(master.port)] });
+    await until('the replica to sync', async () =>
+      (await redisCommand(replica, ['INFO', 'replication'])).includes('master_link_status:up'),
+    );
+    sentinel = await startSentinel(master);
+    // failoverDetector: the client hears Sentinel's +switch-master and reconnects to the promoted replica.
+    client = new Redis({ sentinels: [{ host: HOST, port: sentinel.port }], name: NAME, failoverDetector: true });
+    client.on('error', () => {});
+    await until('the client to be ready', async () => client.status === 'ready');
+  }, 60_000);
+  afterAll(async () => {
+    client?.disconnect();
+    await sentinel?.stop();
+    await replica?.stop();
+    await master?.stop();
+  });
+
+  storeContractSuite(
+    'redis, ioredis via Sentinel',
+    { create: (now) => redisStore({ client, clock: 'client', now }) },
+    { describe, it },
+  );
+
+  it('answers by policy while Sentinel fails over, then from the promoted replica', async () => {
+    const limiter = createLimiter({ store: redisStore({ client }), onStoreError: 'deny', storeTimeoutMs: 100 });
+    // One request per minute: the charged bucket is full again (and its key gone) only a minute later.
+    const request = { organization: uniqueOrg('sentinel'), endpoint: 'POST /browsers', plan: 'developer' as const };
+    const once = { ...request, override: 1 };
+    expect((await limiter.consume(once)).source).toBe('store');
+    const failover = await redisCommand({ host: HOST, port: sentinel.port }, ['SENTINEL', 'FAILOVER', NAME]);
+    const started = performance.now();
+    expect(failover).toBe('OK');
+    const sources = new Set<Decision['source']>();
+    let last: Decision | undefined;
+    await until(
+      'a decision from the promoted replica',
+      async () => {
+        last = await limiter.consume({ ...request, organization: uniqueOrg('after') });
+        sources.add(last.source);
+        return (
+          last.source === 'store' &&
+          (await redisCommand(replica, ['INFO', 'replication'])).includes('role:master') &&
+          (client as unknown as { stream?: { remotePort?: number } }).stream?.remotePort === replica.port
+        );
+      },
+      30_000,
+    );
+    if (process.env.RATECARD_REPORT === '1') {
+      console.log(
+        `Sentinel failover: first decision from the promoted replica after ${(performance.now() - started).toFixed(0)} ms`,
+      );
+    }
+    // Only Redis or the policy ever answered.
+    expect([...sources].filter((source) => source !== 'store' && source !== 'fail-closed')).toEqual([]);
+    // The bucket charged before the failover was replicated: the promoted replica holds it.
+    expect(await redisCommand(replica, ['EXISTS', bucketKey(request.organization, 'POST /browsers')])).toBe('1');
+    await limiter.close();
+  }, 60_000);
+});
