@@ -67,7 +67,7 @@ export type ClientState = 'ready' | 'waiting' | 'closed';
 export interface Connection {
   /** Which client this is, for messages. */
   readonly kind: string;
-  /** A Redis Cluster: calls are grouped by slot and routed by key. */
+  /** A Redis Cluster: calls are grouped by master, or routed by key where the slot map names none. */
   readonly cluster: boolean;
   state(): ClientState;
   /** One command; bulk string replies as Buffers. In a cluster, `key` routes it to the node serving that key. */

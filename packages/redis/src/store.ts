@@ -337,18 +337,15 @@ class RedisBucketStore implements RedisStore {
   private sendByKey(batch: CallBatch, from: number, to: number): Promise<void> {
     const now = performance.now();
     const sent: Promise<void>[] = [];
-    let expired = 0;
     for (let i = from; i < to; i++) {
       if ((batch.deadlines[i] as number) <= now) {
-        (batch.receivers[i] as Receiver).reject(this.expiredError);
-        expired++;
+        (batch.receivers[i] as Receiver).reject(this.onExpired(1));
         continue;
       }
       const single = new CallBatch();
       single.takeFrom(batch, i);
       sent.push(this.sendConsume(single, 0, 1));
     }
-    this.expired += expired;
     return Promise.all(sent).then(() => undefined);
   }
 

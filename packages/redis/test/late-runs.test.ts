@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bucketKey, type RedisStore, redisStore } from '../src/index.js';
 import { canStartRedis, type RedisServer, startRedis } from '../src/testing.js';
+import { sleep } from './faults/fleet.js';
 import { FAULT_CLIENTS } from './faults/scenario.js';
 import { type Connected, clientKind } from './support/clients.js';
 import { REDIS_EXTERNAL, REDIS_URL, uniqueOrg } from './support/redis.js';
@@ -15,8 +16,6 @@ import { REDIS_EXTERNAL, REDIS_URL, uniqueOrg } from './support/redis.js';
 const canSpawn = REDIS_URL !== null && (!REDIS_EXTERNAL || canStartRedis('@ratecard/redis late-run tests'));
 
 const BUDGET_MS = 50;
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 function developer(organization: string): LimitRequest {
   return { organization, endpoint: 'POST /browsers', plan: 'developer' };

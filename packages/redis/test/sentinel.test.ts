@@ -9,6 +9,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bucketKey, redisStore } from '../src/index.js';
 import { canStartRedis, type RedisServer, redisCommand, startRedis } from '../src/testing.js';
+import { sleep } from './faults/fleet.js';
 import { REDIS_EXTERNAL, REDIS_URL, uniqueOrg } from './support/redis.js';
 
 /**
@@ -20,8 +21,6 @@ const canSpawn = REDIS_URL !== null && (!REDIS_EXTERNAL || canStartRedis('@ratec
 
 const NAME = 'ratecard';
 const HOST = '127.0.0.1';
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
