@@ -1,0 +1,83 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { DeadlineQueue } from '../src/deadlines.js';
+
+/** A promise and the functions that settle it, to answer calls in any order. */
+function deferred<T>() {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((yes, no) => {
+    resolve = yes;
+    reject = no;
+  });
+  return { promise, resolve, reject };
+}
+
+const timeout = () => new Error('timed out');
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('DeadlineQueue', () => {
+  it('drops an answered call once every call before it is answered, in whatever order they come back', async () => {
+    const queue = new DeadlineQueue(60_000, timeout);
+    const calls = [deferred<number>(), deferred<number>(), deferred<number>()];
+    const raced = calls.map((call) => queue.race(call.promise));
+    expect(queue.held).toBe(3);
+    calls[1]?.resolve(1);
+    expect(await raced[1]).toBe(1);
+    // The first call still waits, so nothing can be dropped yet.
+    expect(queue.held).toBe(3);
+    calls[0]?.reject(new Error('store down'));
+    await expect(raced[0]).rejects.toThrowError('store down');
+    expect(queue.held).toBe(1);
+    calls[2]?.resolve(2);
+    expect(await raced[2]).toBe(2);
+    expect(queue.held).toBe(0);
+  });
+
+  it('holds about what is in flight while calls stream through, not every call of the budget', async () => {
+    const queue = new DeadlineQueue(60_000, timeout);
+    let inFlight: ReturnType<typeof deferred<number>>[] = [];
+    let mostHeld = 0;
+    for (let i = 0; i < 5_000; i++) {
+      const call = deferred<number>();
+      inFlight.push(call);
+      void queue.race(call.promise);
+      mostHeld = Math.max(mostHeld, queue.held);
+      if (inFlight.length === 64) {
+        for (const pending of inFlight) pending.resolve(i);
+        inFlight = [];
+        await Promise.resolve();
+        await Promise.resolve();
+      }
+    }
+    for (const pending of inFlight) pending.resolve(0);
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(mostHeld).toBe(64);
+    expect(queue.held).toBe(0);
+  });
+
+  it('still expires a call that waits behind answered ones, when its budget is spent and not before', async () => {
+    vi.useFakeTimers();
+    const queue = new DeadlineQueue(100, timeout);
+    const answered = deferred<number>();
+    const first = queue.race(answered.promise);
+    vi.advanceTimersByTime(40);
+    const hung = queue.race(new Promise<number>(() => undefined));
+    const outcome = hung.then(
+      () => 'answered',
+      (error: Error) => error.message,
+    );
+    answered.resolve(7);
+    expect(await first).toBe(7);
+    expect(queue.held).toBe(1);
+    // The timer was armed for the first call's deadline (100 ms); the hung call's is at 140 ms.
+    await vi.advanceTimersByTimeAsync(100);
+    expect(queue.held).toBe(1);
+    await vi.advanceTimersByTimeAsync(41);
+    expect(await outcome).toBe('timed out');
+    expect(queue.held).toBe(0);
+  });
+});
