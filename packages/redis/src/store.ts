@@ -75,8 +75,8 @@ export interface RedisStore extends Store {
 const MAX_PER_SCRIPT_CALL = 256;
 /**
  * Consume flushes outstanding at once on a standalone client (see AutoBatcher): two, so that Redis runs one batch
- * while this process settles the other. In a cluster flushes are not held back: one slow node must not delay calls
- * bound for the others.
+ * while this process settles the other. In a cluster the bound is one script call per master instead, so that one slow
+ * master holds back only its own calls.
  */
 const MAX_FLUSHES_IN_FLIGHT = 2;
 const DEFAULT_DENY_CACHE_SIZE = 10_000;
@@ -173,7 +173,7 @@ class RedisBucketStore implements RedisStore {
       () => connection.state(),
       connection.masterOf,
       MAX_PER_SCRIPT_CALL,
-      connection.cluster ? Number.POSITIVE_INFINITY : MAX_FLUSHES_IN_FLIGHT,
+      MAX_FLUSHES_IN_FLIGHT,
       this.onExpired,
     );
   }

@@ -1,6 +1,6 @@
 import { UNITS_PER_TOKEN as U } from '@ratecard/core';
 import calculateSlot from 'cluster-key-slot';
-import type { Cluster, Redis } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bucketKey, redisStore } from '../src/index.js';
 import { CLUSTER_NODES, connectCluster, connectStandalone, nextTick, REDIS_URL, uniqueOrg } from './support/redis.js';
@@ -150,6 +150,35 @@ describe.skipIf(CLUSTER_NODES === null)('auto-batching on a cluster', () => {
     expect(store.stats().sent - before.sent).toBe(120);
     expect(store.stats().batches - before.batches).toBe(masters.size);
     expect(store.stats().rerouted).toBe(before.rerouted);
+  });
+
+  it('keeps one script call out per master: calls for a held master wait and go together, the others go on', async () => {
+    const store = redisStore({ client });
+    await Promise.all(Array.from({ length: 30 }, (_, i) => store.consume(`${uniqueOrg('warm')}-${i}`, 'e', 10, 1)));
+    const masterOf = (org: string) => client.slots[calculateSlot(bucketKey(org, 'e'))]?.[0] as string;
+    const orgs = Array.from({ length: 200 }, (_, i) => `${uniqueOrg('held-master')}-${i}`);
+    const held = masterOf(orgs[0] as string);
+    const onHeld = orgs.filter((org) => masterOf(org) === held).slice(0, 5);
+    const other = masterOf(orgs.find((org) => masterOf(org) !== held) as string);
+    const elsewhere = orgs.filter((org) => masterOf(org) === other).slice(0, 3);
+    const [host, port] = held.split(':');
+    const direct = new Redis({ host, port: Number(port) });
+    try {
+      // Scripts that may write wait while the master is paused: its first script call stays out for 300 ms.
+      await direct.client('PAUSE', 300, 'WRITE');
+      const before = store.stats();
+      const first = store.consume(onHeld[0] as string, 'e', 10, 1);
+      await nextTick();
+      const waiting = onHeld.slice(1).map((org) => store.consume(org, 'e', 10, 1));
+      const others = await Promise.all(elsewhere.map((org) => store.consume(org, 'e', 10, 1)));
+      expect(others).toEqual(elsewhere.map(() => 9 * U));
+      // The other master answered while the held one's calls waited here, unsent.
+      expect(store.stats()).toMatchObject({ sent: before.sent + 4, batches: before.batches + 2, queued: 4 });
+      expect(await Promise.all([first, ...waiting])).toEqual(onHeld.map(() => 9 * U));
+      expect(store.stats()).toMatchObject({ sent: before.sent + 8, batches: before.batches + 3, queued: 0 });
+    } finally {
+      direct.disconnect();
+    }
   });
 
   it('puts organizations that share a slot in the same script call', async () => {
