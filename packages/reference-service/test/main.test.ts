@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { redisClusterForTests, redisForTests } from '@ratecard/redis/testing';
 import { build } from 'tsup';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { captureOutput } from './output.js';
 
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
 const main = join(packageDir, 'dist', 'main.js');
@@ -35,16 +36,9 @@ function run(env: Record<string, string>): Started {
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString('utf8');
-  });
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString('utf8');
-  });
+  const printed = captureOutput(child);
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return { child, output: () => stdout, errors: () => stderr, exited };
+  return { child, output: printed.stdout, errors: printed.stderr, exited };
 }
 
 async function urlOf(started: Started): Promise<string> {
@@ -72,27 +66,12 @@ it('starts like pnpm start, prints URL, store and demo tokens, serves, and drain
   expect(await created.json()).toMatchObject({ session_id: expect.stringMatching(/^br_/), headless: false });
 
   // A request still arriving when SIGTERM lands is finished, not cut.
-  let finish = (): void => {};
-  const body = new ReadableStream<Uint8Array>({
-    start(controller) {
-      controller.enqueue(new TextEncoder().encode('{"action":'));
-      finish = () => {
-        controller.enqueue(new TextEncoder().encode('"run"}'));
-        controller.close();
-      };
-    },
-  });
-  const inFlight = fetch(`${url}/invocations`, {
-    method: 'POST',
-    headers: { authorization: 'Bearer rc_demo_developer', 'content-type': 'application/json' },
-    body,
-    duplex: 'half',
-  } as RequestInit);
+  const held = heldRequest(url);
   await new Promise((resolve) => setTimeout(resolve, 100));
   started.child.kill('SIGTERM');
   await new Promise((resolve) => setTimeout(resolve, 100));
-  finish();
-  const answer = await inFlight;
+  held.finish();
+  const answer = await held.answer;
   expect(answer.status).toBe(202);
   expect(answer.headers.get('connection')).toBe('close');
   expect(await started.exited).toBe(0);

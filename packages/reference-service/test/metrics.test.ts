@@ -5,6 +5,7 @@ import { redisForTests } from '@ratecard/redis/testing';
 import { build } from 'tsup';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { readConfig } from '../src/config.js';
+import { captureOutput } from './output.js';
 
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
 const children: ChildProcess[] = [];
@@ -31,21 +32,16 @@ async function start(env: Record<string, string>, line: RegExp): Promise<{ stdou
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.push(child);
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString('utf8');
-  });
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString('utf8');
-  });
+  const printed = captureOutput(child);
   for (let waited = 0; waited < 10_000; waited += 20) {
-    const match = line.exec(stdout)?.[1];
-    if (match !== undefined) return { stdout: () => stdout, match };
+    const match = line.exec(printed.stdout())?.[1];
+    if (match !== undefined) return { stdout: printed.stdout, match };
     if (child.exitCode !== null) break;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
-  throw new Error(`the service printed no line matching ${line}; stdout: ${stdout} stderr: ${stderr}`);
+  throw new Error(
+    `the service printed no line matching ${line}; stdout: ${printed.stdout()} stderr: ${printed.stderr()}`,
+  );
 }
 
 interface Sample {

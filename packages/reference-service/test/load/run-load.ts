@@ -11,6 +11,7 @@ import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { captureOutput } from '../output.js';
 
 export interface LoadOptions {
   /** The built service entry, `dist/main.js`. */
@@ -91,22 +92,15 @@ async function startService(options: LoadOptions, keysFile: string): Promise<{ c
     env: { PATH: process.env.PATH ?? '', PORT: '0', REDIS_URL: options.redisUrl, API_KEYS_FILE: keysFile },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString('utf8');
-  });
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString('utf8');
-  });
+  const printed = captureOutput(child);
   for (let waited = 0; waited < 15_000; waited += 20) {
-    const port = /listening on http:\/\/[^:]+:(\d+)/.exec(stdout)?.[1];
+    const port = /listening on http:\/\/[^:]+:(\d+)/.exec(printed.stdout())?.[1];
     if (port !== undefined) return { child, port: Number(port) };
     if (child.exitCode !== null) break;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   child.kill('SIGKILL');
-  throw new Error(`the service did not start: ${stdout}${stderr}`);
+  throw new Error(`the service did not start: ${printed.stdout()}${printed.stderr()}`);
 }
 
 function heapOf(child: ChildProcess): Promise<{ heapUsed: number; rss: number }> {
