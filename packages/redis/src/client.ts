@@ -69,6 +69,11 @@ export interface Connection {
   readonly kind: string;
   /** A Redis Cluster: calls are grouped by master, or routed by key where the slot map names none. */
   readonly cluster: boolean;
+  /**
+   * The client writes a command at the event loop's next turn (setImmediate), together with every other command sent
+   * until then, as node-redis does; ioredis writes each one as it is sent.
+   */
+  readonly writesNextTurn: boolean;
   state(): ClientState;
   /** One command; bulk string replies as Buffers. In a cluster, `key` routes it to the node serving that key. */
   send(args: (string | Buffer)[], key: string | undefined): Promise<unknown>;
@@ -107,6 +112,7 @@ function ioredisConnection(client: IoredisClient): Connection {
   return {
     kind: 'ioredis',
     cluster,
+    writesNextTurn: false,
     state() {
       const status = client.status;
       if (status === 'ready') return 'ready';
@@ -142,6 +148,7 @@ function nodeRedisConnection(client: NodeRedisClient): Connection {
   return {
     kind: 'node-redis',
     cluster: false,
+    writesNextTurn: true,
     state: () => (client.isReady ? 'ready' : client.isOpen ? 'waiting' : 'closed'),
     send: (args) => client.sendCommand(args, BUFFERS),
   };
@@ -151,6 +158,7 @@ function nodeRedisClusterConnection(cluster: NodeRedisCluster): Connection {
   return {
     kind: 'node-redis cluster',
     cluster: true,
+    writesNextTurn: true,
     // A cluster is ready once its slot map is known; `isReady` is absent on some versions, where open means ready.
     state: () => (!cluster.isOpen ? 'closed' : cluster.isReady === false ? 'waiting' : 'ready'),
     send: (args, key) => cluster.sendCommand(key, false, args, BUFFERS),

@@ -170,8 +170,7 @@ class RedisBucketStore implements RedisStore {
     this.denies = new DenyCache(denyCacheSize);
     this.batcher = new AutoBatcher(
       this.sendConsume,
-      () => connection.state(),
-      connection.masterOf,
+      connection,
       MAX_PER_SCRIPT_CALL,
       MAX_FLUSHES_IN_FLIGHT,
       this.onExpired,
@@ -256,8 +255,9 @@ class RedisBucketStore implements RedisStore {
 
   /** Sends calls `from`..`to` of a batch as one consume script call and settles each from the reply. */
   private readonly sendConsume = (batch: CallBatch, from: number, to: number): Promise<void> => {
-    if (this.connection.state() === 'closed') {
-      batch.rejectAll(this.notReady(), from, to);
+    // A half held for the client's next turn (see AutoBatcher) may find the store closed since.
+    if (this.closed || this.connection.state() === 'closed') {
+      batch.rejectAll(this.closed ? this.closedError() : this.notReady(), from, to);
       return Promise.resolve();
     }
     let now: number | undefined;

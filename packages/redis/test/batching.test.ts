@@ -1,8 +1,11 @@
+import { once } from 'node:events';
+import { type AddressInfo, connect, createServer, type Server } from 'node:net';
 import { UNITS_PER_TOKEN as U } from '@ratecard/core';
 import calculateSlot from 'cluster-key-slot';
 import { type Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bucketKey, redisStore } from '../src/index.js';
+import { CLIENTS } from './support/clients.js';
 import { CLUSTER_NODES, connectCluster, connectStandalone, nextTick, REDIS_URL, uniqueOrg } from './support/redis.js';
 
 const T0 = 1_700_000_000_000;
@@ -115,6 +118,69 @@ describe.skipIf(REDIS_URL === null)('auto-batching on a standalone server', () =
     expect(outcomes).toEqual(calls.map((_, i) => (9 - Math.floor(i / 7)) * U));
   });
 });
+
+/** A TCP relay to a Redis server that keeps each chunk the client wrote, as the relay read it. */
+async function recordingRelay(url: string): Promise<{ url: string; chunks: string[]; server: Server }> {
+  const target = new URL(url);
+  const chunks: string[] = [];
+  const server = createServer((inbound) => {
+    const outbound = connect(Number(target.port), target.hostname);
+    inbound.on('data', (chunk) => {
+      chunks.push(chunk.toString('latin1'));
+      outbound.write(chunk);
+    });
+    outbound.pipe(inbound);
+    inbound.on('close', () => outbound.destroy());
+    outbound.on('close', () => inbound.destroy());
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return { url: `redis://127.0.0.1:${(server.address() as AddressInfo).port}`, chunks, server };
+}
+
+const NODE_REDIS = CLIENTS.filter((kind) => kind.name.startsWith('node-redis'));
+
+describe.skipIf(REDIS_URL === null).each(NODE_REDIS)(
+  'auto-batching on $name, which writes at the next turn',
+  (kind) => {
+    it('writes the two halves of a tick apart, a turn between them, so that Redis answers each on its own', async () => {
+      const relay = await recordingRelay(REDIS_URL as string);
+      const { client, close } = await kind.standalone(relay.url);
+      try {
+        const store = redisStore({ client });
+        const orgs = Array.from({ length: 200 }, (_, i) => `${uniqueOrg('written')}-${i}`);
+        relay.chunks.length = 0;
+        const outcomes = await Promise.all(orgs.map((org) => store.consume(org, 'e', 10, 1)));
+        expect(outcomes).toEqual(orgs.map(() => 9 * U));
+        expect(store.stats()).toMatchObject({ sent: 200, batches: 2, largestBatch: 100 });
+        // Each script call (its first command, EVALSHA, or EVAL after a NOSCRIPT) in a chunk of its own.
+        const scriptCalls = relay.chunks.map((chunk) => chunk.match(/\r\nevalsha\r\n/gi)?.length ?? 0);
+        expect(scriptCalls.filter((count) => count > 0)).toEqual([1, 1]);
+      } finally {
+        await close();
+        relay.server.close();
+      }
+    });
+
+    it('sends no held half once the store is closed: its calls are refused, the first half is answered', async () => {
+      const { client, close } = await kind.standalone(REDIS_URL as string);
+      try {
+        const store = redisStore({ client });
+        const orgs = Array.from({ length: 200 }, (_, i) => `${uniqueOrg('held-half')}-${i}`);
+        const calls = orgs.map((org) => store.consume(org, 'e', 10, 1));
+        await nextTick();
+        store.close();
+        const settled = await Promise.allSettled(calls);
+        expect(settled.slice(0, 100)).toEqual(orgs.slice(0, 100).map(() => ({ status: 'fulfilled', value: 9 * U })));
+        const refused = settled.slice(100).map((result) => result.status === 'rejected' && result.reason.code);
+        expect(refused).toEqual(orgs.slice(100).map(() => 'store_closed'));
+        expect(store.stats()).toMatchObject({ sent: 100, batches: 1 });
+      } finally {
+        await close();
+      }
+    });
+  },
+);
 
 /** `count` organizations whose hash tags share one cluster slot. */
 function orgsInOneSlot(count: number): string[] {
