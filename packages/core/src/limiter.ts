@@ -108,30 +108,43 @@ function tooLong(value: string): boolean {
   return false;
 }
 
+// The decision path's checks throw errors built by functions of their own, and the failure policy has a method of
+// its own: V8 compiles `decide` together with the functions it calls only while their bytecode fits its inlining
+// budget, and the messages built in place took that room. With both moved out, an awaited consume on the memory
+// store took 128 to 158 ns in 16 fresh processes, against 140 to 184 ns before (docs/benchmarks.md).
+
 function checkName(value: unknown, field: 'organization' | 'endpoint'): void {
-  if (typeof value !== 'string' || value.length === 0 || tooLong(value)) {
-    throw new RateLimitError(
-      'invalid_argument',
-      `ratecard: ${field} must be a non-empty string of at most ${MAX_NAME_LENGTH} characters, got ${describeValue(value)}`,
-    );
-  }
+  if (typeof value !== 'string' || value.length === 0 || tooLong(value)) throw badName(value, field);
+}
+
+function badName(value: unknown, field: 'organization' | 'endpoint'): RateLimitError {
+  return new RateLimitError(
+    'invalid_argument',
+    `ratecard: ${field} must be a non-empty string of at most ${MAX_NAME_LENGTH} characters, got ${describeValue(value)}`,
+  );
 }
 
 function checkCost(cost: unknown, limit: number): number {
   if (cost === undefined) return 1;
+  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1 || cost > limit) throw badCost(cost, limit);
+  return cost;
+}
+
+function badCost(cost: unknown, limit: number): RateLimitError {
   if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1) {
-    throw new RateLimitError(
+    return new RateLimitError(
       'invalid_argument',
       `ratecard: cost must be a positive integer, got ${describeValue(cost)}`,
     );
   }
-  if (cost > limit) {
-    throw new RateLimitError(
-      'cost_exceeds_limit',
-      `ratecard: cost ${cost} exceeds the limit of ${limit} requests per minute, so it could never be admitted`,
-    );
-  }
-  return cost;
+  return new RateLimitError(
+    'cost_exceeds_limit',
+    `ratecard: cost ${cost} exceeds the limit of ${limit} requests per minute, so it could never be admitted`,
+  );
+}
+
+function notARequest(request: unknown): RateLimitError {
+  return new RateLimitError('invalid_argument', `ratecard: a request object is needed, got ${describeValue(request)}`);
 }
 
 function decide(outcome: Outcome, rule: EndpointRule, limit: number, cost: number, source: DecisionSource): Decision {
@@ -289,16 +302,11 @@ class TokenBucketLimiter implements Limiter {
 
   /**
    * The one decision path: validate, ask the store within the time budget, decide; when the store fails or runs
-   * over budget, the failure policy answers instead (here and nowhere else).
+   * over budget, its one catch hands the call to the failure policy (byPolicy, called from nowhere else).
    */
   private async decide(request: LimitRequest, operation: Operation): Promise<Decision> {
     this.checkOpen();
-    if (typeof request !== 'object' || request === null) {
-      throw new RateLimitError(
-        'invalid_argument',
-        `ratecard: a request object is needed, got ${describeValue(request)}`,
-      );
-    }
+    if (typeof request !== 'object' || request === null) throw notARequest(request);
     const { organization, endpoint } = request;
     checkName(organization, 'organization');
     checkName(endpoint, 'endpoint');
@@ -308,7 +316,6 @@ class TokenBucketLimiter implements Limiter {
     const cost = checkCost(request.cost, limit);
     if (rule === undefined) return this.report(UNLIMITED, request);
     let outcome: Outcome;
-    let source: DecisionSource = 'store';
     try {
       // The budget goes to the store too, so that it drops a queued call before the policy below answers it.
       const answer =
@@ -317,20 +324,33 @@ class TokenBucketLimiter implements Limiter {
           : this.store.peek(organization, rule.key, limit, cost);
       outcome = typeof answer === 'number' ? answer : await this.deadlines.race(answer);
     } catch (error) {
-      const failure = storeError(error);
-      const policy = this.policy;
-      if (policy === 'allow' || policy === 'deny') {
-        return this.report(decideWithoutStore(policy, rule, limit, cost), request);
-      }
-      const fallback = this.fallback;
-      if (policy === 'throw' || fallback === undefined) throw failure;
-      source = 'fallback';
-      outcome =
-        operation === 'consume'
-          ? await fallback.consume(organization, rule.key, limit, cost)
-          : await fallback.peek(organization, rule.key, limit, cost);
+      return this.byPolicy(error, request, organization, operation, rule, limit, cost);
     }
-    return this.report(decide(outcome, rule, limit, cost, source), request);
+    return this.report(decide(outcome, rule, limit, cost, 'store'), request);
+  }
+
+  /** The failure policy's decision, once the store failed or ran over budget (decide's one catch). */
+  private async byPolicy(
+    error: unknown,
+    request: LimitRequest,
+    organization: string,
+    operation: Operation,
+    rule: EndpointRule,
+    limit: number,
+    cost: number,
+  ): Promise<Decision> {
+    const failure = storeError(error);
+    const policy = this.policy;
+    if (policy === 'allow' || policy === 'deny') {
+      return this.report(decideWithoutStore(policy, rule, limit, cost), request);
+    }
+    const fallback = this.fallback;
+    if (policy === 'throw' || fallback === undefined) throw failure;
+    const outcome =
+      operation === 'consume'
+        ? await fallback.consume(organization, rule.key, limit, cost)
+        : await fallback.peek(organization, rule.key, limit, cost);
+    return this.report(decide(outcome, rule, limit, cost, 'fallback'), request);
   }
 
   private checkOpen(): void {
@@ -344,15 +364,18 @@ class TokenBucketLimiter implements Limiter {
       try {
         hook(decision, request);
       } catch (error) {
-        if (!this.warnedAboutHook) {
-          this.warnedAboutHook = true;
-          globalThis.process?.emitWarning?.(
-            `ratecard: onDecision threw (${error instanceof Error ? error.message : describeValue(error)}); decisions go on, later throws are not reported`,
-          );
-        }
+        this.hookThrew(error);
       }
     }
     return decision;
+  }
+
+  private hookThrew(error: unknown): void {
+    if (this.warnedAboutHook) return;
+    this.warnedAboutHook = true;
+    globalThis.process?.emitWarning?.(
+      `ratecard: onDecision threw (${error instanceof Error ? error.message : describeValue(error)}); decisions go on, later throws are not reported`,
+    );
   }
 }
 

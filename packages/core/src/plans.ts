@@ -35,11 +35,22 @@ function planLimit(plan: unknown): number {
     case 'enterprise':
       return PLANS.enterprise;
     default:
-      throw new RateLimitError(
-        'unknown_plan',
-        `ratecard: plan must be one of ${Object.keys(PLANS).join(', ')}, got ${describeValue(plan)}`,
-      );
+      throw unknownPlan(plan);
   }
+}
+
+function unknownPlan(plan: unknown): RateLimitError {
+  return new RateLimitError(
+    'unknown_plan',
+    `ratecard: plan must be one of ${Object.keys(PLANS).join(', ')}, got ${describeValue(plan)}`,
+  );
+}
+
+function badOverride(override: unknown): RateLimitError {
+  return new RateLimitError(
+    'invalid_argument',
+    `ratecard: override must be a whole number of requests per minute from 1 to ${MAX_LIMIT}, got ${describeValue(override)}`,
+  );
 }
 
 /** The limit (requests per minute, = bucket capacity) of an organization: override, else trial, else plan. */
@@ -48,12 +59,7 @@ export function limitFor(org: Pick<Identity, 'plan' | 'trial' | 'override'>): nu
   const limit = planLimit(org.plan);
   const override = org.override;
   if (override !== undefined && override !== null) {
-    if (!Number.isSafeInteger(override) || override < 1 || override > MAX_LIMIT) {
-      throw new RateLimitError(
-        'invalid_argument',
-        `ratecard: override must be a whole number of requests per minute from 1 to ${MAX_LIMIT}, got ${describeValue(override)}`,
-      );
-    }
+    if (!Number.isSafeInteger(override) || override < 1 || override > MAX_LIMIT) throw badOverride(override);
     return override;
   }
   const trial = org.trial;
