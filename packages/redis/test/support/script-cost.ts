@@ -9,6 +9,10 @@
  * call admitted, each written with SET … PX), dumps the counters and prints instructions per decision. 'consume' is
  * the store's script; the others are skeletons that show what its parts cost: an empty script (the EVALSHA and its
  * 128 keys), one MGET of the keys, then a SET … PX per key.
+ *
+ * The store's script counts vary by about 3% between runs of one build (a variant that wrote back the values it read,
+ * making no new Lua string, by 0.1%): Lua's garbage collector runs at different points. Compare two versions over
+ * several runs each.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
