@@ -21,15 +21,15 @@ export interface StoredBucket {
 export const MAX_UPDATED_AT: number = 2 ** 48 - 1;
 
 /**
- * The three numbers in decimal, no leading zeros, one space apart: `<units> <updatedAt> <limit>`, at most 14 + 15 +
- * 10 digits. Bounded digit counts keep Number() exact before the range checks.
+ * The three numbers in decimal, one space apart: `<units> <updatedAt> <limit>`. Leading zeros are read as the number
+ * they pad, as the script reads them. Number() is exact below 2^53 and gives at least 2^53 above, past every range.
  */
-const FORM = /^(0|[1-9]\d{0,13}) (0|[1-9]\d{0,14}) ([1-9]\d{0,9})$/;
+const FORM = /^(\d+) (\d+) (\d+)$/;
 
 /**
- * Decodes a bucket value (a string, or the bytes `getBuffer` returns). Returns undefined for a value ratecard would
- * not write, which the store reads as a full bucket: anything but that text, a limit outside 1..MAX_LIMIT, more units
- * than the limit holds, or an updatedAt past MAX_UPDATED_AT.
+ * Decodes a bucket value (a string, or the bytes `getBuffer` returns). Returns undefined for a value the script would
+ * read as a full bucket: anything but that text, a limit outside 1..MAX_LIMIT, more units than the limit holds, or an
+ * updatedAt past MAX_UPDATED_AT.
  */
 export function decodeBucketValue(value: string | Uint8Array): StoredBucket | undefined {
   const text = typeof value === 'string' ? value : Buffer.from(value).toString('latin1');
@@ -38,6 +38,6 @@ export function decodeBucketValue(value: string | Uint8Array): StoredBucket | un
   const units = Number(fields[1]);
   const updatedAt = Number(fields[2]);
   const limit = Number(fields[3]);
-  if (limit > MAX_LIMIT || units > limit * UNITS_PER_TOKEN || updatedAt > MAX_UPDATED_AT) return undefined;
+  if (limit < 1 || limit > MAX_LIMIT || units > limit * UNITS_PER_TOKEN || updatedAt > MAX_UPDATED_AT) return undefined;
   return { units, updatedAt, limit };
 }

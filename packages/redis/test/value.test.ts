@@ -1,4 +1,4 @@
-import { type Outcome, UNITS_PER_TOKEN as U } from '@ratecard/core';
+import { type Outcome, take, UNITS_PER_TOKEN as U, unitsAt } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
@@ -22,8 +22,6 @@ const FOREIGN: readonly (readonly [string, string | Buffer])[] = [
   ['two spaces', '540000  1700000000000 10'],
   ['a tab', '540000\t1700000000000 10'],
   ['a trailing newline', '540000 1700000000000 10\n'],
-  ['a leading zero', '0540000 1700000000000 10'],
-  ['a leading zero in the limit', '540000 1700000000000 010'],
   ['a sign', '+540000 1700000000000 10'],
   ['a negative number', '-1 1700000000000 10'],
   ['a fraction', '540000.5 1700000000000 10'],
@@ -36,6 +34,13 @@ const FOREIGN: readonly (readonly [string, string | Buffer])[] = [
   ['twenty-digit units', '99999999999999999999 1700000000000 10'],
   ['the old compact integer', '351969551003878'],
   ['the old 12-byte packed value', oldPackedValue()],
+];
+
+/** Values with leading zeros, which the script and decodeBucketValue read as the numbers they pad. */
+const PADDED: readonly (readonly [string, string])[] = [
+  ['a zero before the units', '0540000 1700000000000 10'],
+  ['zeros before every number', '00540000 01700000000000 010'],
+  ['sixty zeros before the units', `${'0'.repeat(60)}540000 1700000000000 10`],
 ];
 
 /** What earlier builds wrote for limits from 256 to 65 535: units u32, updatedAt u48, limit u16, little-endian. */
@@ -65,6 +70,10 @@ describe('decodeBucketValue', () => {
 
   it.each(FOREIGN)('turns away %s', (_label, value) => {
     expect(decodeBucketValue(value)).toBeUndefined();
+  });
+
+  it.each(PADDED)('reads %s as the numbers', (_label, value) => {
+    expect(decodeBucketValue(value)).toEqual({ units: 540_000, updatedAt: T0, limit: 10 });
   });
 });
 
@@ -161,6 +170,39 @@ describe.skipIf(REDIS_URL === null)('the bucket value in Redis', () => {
     expect(outcomes.slice(0, 10)).toEqual(Array.from({ length: 10 }, (_, i) => (9 - i) * U));
     expect(outcomes.slice(10)).toEqual([-1, -1]);
     expect(await client.get(bucketKey(org, 'e'))).toBe(`0 ${T0} 10`);
+  });
+
+  it.each(PADDED)('reads a value with %s as the numbers', async (_label, value) => {
+    const store = redisStore({ client, clock: 'client', now: () => T0 });
+    const org = uniqueOrg('padded');
+    await client.set(bucketKey(org, 'e'), value, 'PX', 60_000);
+    // 9 tokens at T0: a full bucket would answer 9 tokens after a charge of 1, this one 8.
+    expect(await store.peek(org, 'e', 10, 1)).toBe(8 * U);
+    expect(await store.consume(org, 'e', 10, 1)).toBe(8 * U);
+    expect(await client.get(bucketKey(org, 'e'))).toBe(`${8 * U} ${T0} 10`);
+  });
+
+  it('reads any value as decodeBucketValue does', async () => {
+    // Three numbers, some padded with zeros, some out of range; or text from the characters numbers are made of.
+    const number = (max: number) =>
+      fc
+        .tuple(fc.nat({ max: 3 }), fc.oneof(fc.integer({ min: 0, max }), fc.bigInt({ min: 0n, max: 10n ** 20n })))
+        .map(([zeros, n]) => '0'.repeat(zeros) + String(n));
+    const value = fc.oneof(
+      fc.tuple(number(20 * U), number(2 * T0), number(300)).map((numbers) => numbers.join(' ')),
+      fc.stringMatching(/^[0-9 +\-.ex]{0,30}$/),
+    );
+    const store = redisStore({ client, clock: 'client', now: () => T0 });
+    await fc.assert(
+      fc.asyncProperty(value, async (text) => {
+        const org = uniqueOrg('any');
+        await client.set(bucketKey(org, 'e'), text, 'PX', 60_000);
+        const bucket = decodeBucketValue(text);
+        const held = bucket === undefined ? 10 * U : unitsAt(bucket.units, bucket.updatedAt, bucket.limit, T0, 10);
+        expect(await store.peek(org, 'e', 10, 1)).toBe(take(held, 1));
+      }),
+      { numRuns: 300 },
+    );
   });
 
   it.each(FOREIGN)('reads a value ratecard would not write (%s) as a full bucket', async (_label, value) => {

@@ -47,15 +47,16 @@ local function encode(units, updatedAt, limit)
   return sformat('%d %d %d', units, updatedAt, limit)
 end
 
--- units, updatedAt and limit of a value ratecard writes; nil for any other value, which reads as a full bucket. The
--- ranges are checked before encode, so it never prints a number too large for '%d'; comparing with what encode
--- writes turns away the rest (leading zeros). value.ts's decodeBucketValue accepts exactly the same values.
+-- units, updatedAt and limit of a value: three runs of decimal digits one space apart, each number in its range
+-- (leading zeros read as the number they pad); nil for any other value, which reads as a full bucket. A run of
+-- digits past 2^53 converts to a double at least 2^53, past every range, so nothing out of range passes. value.ts's
+-- decodeBucketValue accepts exactly the same values.
 local function decode(raw)
   local u, t, l = smatch(raw, '^(%d+) (%d+) (%d+)$')
   if not u then return nil end
-  local units, updatedAt, limit = tonumber(u), tonumber(t), tonumber(l)
+  -- Arithmetic converts a string once; Lua 5.1's tonumber converts it twice (lua_isnumber, then lua_tonumber).
+  local units, updatedAt, limit = u + 0, t + 0, l + 0
   if limit < 1 or limit > MAX_LIMIT or units > limit * U or updatedAt > MAX_UPDATED_AT then return nil end
-  if encode(units, updatedAt, limit) ~= raw then return nil end
   return units, updatedAt, limit
 end
 
