@@ -40,6 +40,10 @@ if ARGV[3] == '1' then written = {} end
 ${read}                                            -- every key read before any is written
 local reply = {redisNow}
 local flags = {}
+-- Most writes are at now under the limit every key shares: their values end alike, so that end is formatted once and
+-- each such write formats only its units (encode's three numbers cost about 4 600 instructions a write, this 2 500).
+local tail
+if not each then tail = sformat(' %d %d', now, limit) end
 for i = 1, n do
   local key = keys[i]
   if each then limit, cost = each[2 * i - 1], each[2 * i] end
@@ -63,7 +67,8 @@ for i = 1, n do
     -- stand apart from Redis', so then the TTL is counted from now: PX, + 1 because Redis counts it from the start
     -- of the command, which may fall in the ms before now. Formatted here as an integer, cheaper than the %.17g
     -- Redis 7.0 prints a number argument with.
-    local value = encode(left, at, limit)
+    local value
+    if tail and at == now then value = sformat('%d', left) .. tail else value = encode(left, at, limit) end
     if redisClock then
       redis.call('SET', key, value, 'PXAT', sformat('%d', fullAt))
     else
