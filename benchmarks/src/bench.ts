@@ -88,7 +88,7 @@ async function main(): Promise<number> {
   await run('memory', config.memory.rounds, () => memorySuite(config.memory));
   await run('heap', 2, () => heapSuite(config.memory));
   await run('redis', 3 * config.redis.rounds * REDIS_CONTENDERS.length, onRedis('redis'));
-  await run('cluster', 2 * config.redis.rounds * REDIS_CONTENDERS.length, onRedis('cluster'));
+  await run('cluster', (2 * REDIS_CONTENDERS.length + 1) * config.redis.rounds, onRedis('cluster'));
   await run('http', config.http.rounds * HTTP_VARIANTS.length, () => httpSuite(config.http));
   await stop();
 

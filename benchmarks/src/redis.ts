@@ -12,12 +12,15 @@ import { say, step } from './progress.js';
 import { human, type Measurement, measurement, median, organizationNames, sig } from './results.js';
 
 const ENDPOINT = 'POST /browsers';
+export const ONE_SERVER = 'ratecard-one-server';
 
 export interface RedisTarget {
   kind: 'redis' | 'cluster';
   nodes: RedisAddress[];
   /** One admin connection per master: INFO, TIME, SCAN, MEMORY USAGE, FLUSHALL. */
   masters: Redis[];
+  /** Beside a cluster, one redis-server: ratecard's rounds there (ONE_SERVER) alternate with the cluster's. */
+  alongside?: RedisTarget;
   stop(): Promise<void>;
 }
 
@@ -106,13 +109,13 @@ export async function startTarget(kind: RedisTarget['kind']): Promise<RedisTarge
   const servers = cluster?.masters ?? [await startRedis()];
   const nodes = servers.map(({ host, port }) => ({ host, port }));
   const masters = nodes.map((node) => new Redis(node));
+  const alongside = cluster === undefined ? undefined : await startTarget('redis');
   return {
-    kind,
-    nodes,
-    masters,
+    ...{ kind, nodes, masters, alongside },
     stop: async () => {
       await Promise.all(masters.map((master) => master.quit()));
       await (cluster ?? (servers[0] as { stop(): Promise<void> })).stop();
+      await alongside?.stop();
     },
   };
 }
@@ -154,7 +157,6 @@ async function weighAndFlush(target: RedisTarget, sample: number) {
   return { bytes: weighed === 0 ? null : total / weighed, used: keys === 0 ? null : freed / keys };
 }
 
-/** A load shape; `maxCalls` bounds a round's calls (the 256-in-flight shape never asks more than the buckets hold). */
 /** A load shape; `maxCalls` bounds a round (the 256-in-flight shape never asks more than its buckets hold). */
 export interface Shape {
   name: string;
@@ -235,15 +237,17 @@ async function runRound(target: RedisTarget, contender: Contender, shape: Shape,
 /** One shape: a warm-up per contender on keys of its own, then rounds, contenders alternating; medians of rounds. */
 export async function runShape(target: RedisTarget, shape: Shape): Promise<Measurement[]> {
   const { rounds, warmupMs } = shape;
-  const contenders = REDIS_CONTENDERS;
-  for (const contender of contenders) await runRound(target, contender, shape, warmupMs);
-  const results = new Map(contenders.map((c) => [c.name, [] as Awaited<ReturnType<typeof runRound>>[]]));
-  const latency = new Map(contenders.map((c) => [c.name, hdr.build({ highestTrackableValue: 1e10 })]));
+  const runs = REDIS_CONTENDERS.map((contender) => ({ name: contender.name, on: target, contender }));
+  const alongside = shape.name === '256-in-flight' ? target.alongside : undefined;
+  if (alongside) runs.push({ name: ONE_SERVER, on: alongside, contender: REDIS_CONTENDERS[0] as Contender });
+  for (const run of runs) await runRound(run.on, run.contender, shape, warmupMs);
+  const results = new Map(runs.map((run) => [run.name, [] as Awaited<ReturnType<typeof runRound>>[]]));
+  const latency = new Map(runs.map((run) => [run.name, hdr.build({ highestTrackableValue: 1e10 })]));
   for (let round = 0; round < rounds; round++) {
-    for (const contender of round % 2 === 0 ? contenders : [...contenders].reverse()) {
-      step(`${target.kind} ${shape.name} ${contender.name} ${round + 1}/${rounds}`);
-      const histogram = shape.latency === true ? latency.get(contender.name) : undefined;
-      results.get(contender.name)?.push(await runRound(target, contender, shape, shape.roundMs, histogram));
+    for (const run of round % 2 === 0 ? runs : [...runs].reverse()) {
+      step(`${target.kind} ${shape.name} ${run.name} ${round + 1}/${rounds}`);
+      const histogram = shape.latency === true ? latency.get(run.name) : undefined;
+      results.get(run.name)?.push(await runRound(run.on, run.contender, shape, shape.roundMs, histogram));
     }
   }
   const where = target.kind === 'cluster' ? `a ${target.masters.length}-master Redis Cluster` : 'a redis-server';
@@ -255,21 +259,19 @@ export async function runShape(target: RedisTarget, shape: Shape): Promise<Measu
     'decisions/s and redis-server CPU per decision (INFO cpu used_cpu_user + used_cpu_sys, summed over the masters) ' +
     'are medians of rounds; over-admitted: admitted beyond C + C·T/60 per bucket, T from Redis TIME around the round' +
     (shape.latency === true ? '; every call timed, percentiles from an HdrHistogram over all rounds' : '');
-  return contenders.map((contender) => {
-    const all = results.get(contender.name) ?? [];
+  return runs.map(({ name, on, contender }) => {
+    const all = results.get(name) ?? [];
     const sum = (key: keyof (typeof all)[number]['counts']): number =>
       all.reduce((total, r) => total + r.counts[key], 0);
-    const storeStats: Record<string, number> = {};
-    for (const [name, value] of all.flatMap((r) => Object.entries(r.stats ?? {}))) {
-      storeStats[name] =
-        name === 'largestBatch' ? Math.max(storeStats[name] ?? 0, value) : (storeStats[name] ?? 0) + value;
-    }
-    const [ops, weight, histogram] = [median(all.map((r) => r.perSecond)), all[0]?.weight, latency.get(contender.name)];
+    const summed: Record<string, number> = {};
+    for (const [stat, value] of all.flatMap((r) => Object.entries(r.stats ?? {})))
+      summed[stat] = stat === 'largestBatch' ? Math.max(summed[stat] ?? 0, value) : (summed[stat] ?? 0) + value;
+    const [ops, weight, histogram] = [median(all.map((r) => r.perSecond)), all[0]?.weight, latency.get(name)];
     const m = measurement({
-      id: `${target.kind}/${contender.name}/${shape.name}`,
+      id: `${target.kind}/${name}/${shape.name}`,
       suite: target.kind,
-      contender: contender.name,
-      subject: contender.subject,
+      contender: name,
+      subject: on === target ? contender.subject : `${contender.subject}, on a redis-server beside the cluster`,
       method,
       rounds: all.map((r) => sig(r.perSecond)),
       opsPerSecond: sig(ops),
@@ -281,11 +283,11 @@ export async function runShape(target: RedisTarget, shape: Shape): Promise<Measu
         ...{ notFromStore: sum('notFromStore'), errors: sum('errors') },
         bytesPerKey: weight?.bytes == null ? null : sig(weight.bytes),
         usedMemoryPerKey: weight?.used == null ? null : sig(weight.used),
-        storeStats: Object.keys(storeStats).length === 0 ? null : storeStats,
+        storeStats: Object.keys(summed).length === 0 ? null : summed,
       },
     });
-    const name = `${target.kind.padEnd(8)}${shape.name.padEnd(14)}${contender.name.padEnd(22)}`;
-    say(`${name}${human(ops).padStart(7)}/s ${m.redis?.cpuMicrosPerDecision} µs CPU`);
+    const line = `${target.kind.padEnd(8)}${shape.name.padEnd(14)}${name.padEnd(22)}`;
+    say(`${line}${human(ops).padStart(7)}/s ${m.redis?.cpuMicrosPerDecision} µs CPU`);
     return m;
   });
 }
