@@ -197,20 +197,22 @@ export class AutoBatcher {
     if (this.maxInFlight - this.inFlight >= 2 && batch.length >= 2 * MIN_HALF && batch.length <= this.maxPerCall) {
       // Two flights, so that this process and Redis work at once (see the class comment).
       const half = batch.length >>> 1;
-      const second = (): void => {
-        this.send(batch, half, batch.length).then(this.flushed, this.flushed);
-      };
       this.inFlight += 2;
-      this.send(batch, 0, half).then(this.flushed, this.flushed);
+      this.sendHalf(batch, 0, half);
       // Sent in this tick, the second half would reach Redis in the first one's write, and come back in its reply.
-      if (this.connection.writesNextTurn) setImmediate(second);
-      else second();
+      if (this.connection.writesNextTurn) setImmediate(() => this.sendHalf(batch, half, batch.length));
+      else this.sendHalf(batch, half, batch.length);
       return;
     }
     this.inFlight++;
     // Either way: a flush that never counted as done would hold every later call back.
     this.sendInChunks(batch).then(this.flushed, this.flushed);
   };
+
+  /** One half of a two-flight flush; `inFlight` already counts it. */
+  private sendHalf(batch: CallBatch, from: number, to: number): void {
+    this.send(batch, from, to).then(this.flushed, this.flushed);
+  }
 
   private readonly flushed = (): void => {
     this.inFlight--;
