@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { killWorkers } from './child.js';
 import { HTTP_VARIANTS, type HttpConfig, httpSuite } from './http.js';
-import { heapSuite, type MemoryConfig, memorySuite } from './memory.js';
+import { heapSuite, MEMORY_GROUPS, type MemoryConfig, memorySuite } from './memory.js';
 import { elapsedSeconds, plan, say, startSteps, stopSteps } from './progress.js';
 import { REDIS_CONTENDERS, type RedisTarget, redisVersion, runShape, shapesFor, startTarget } from './redis.js';
 import { renderCharts, renderMarkdown, summary } from './report.js';
@@ -85,7 +85,7 @@ async function main(): Promise<number> {
     await stop();
     return measured;
   };
-  await run('memory', config.memory.rounds, () => memorySuite(config.memory));
+  await run('memory', config.memory.rounds * MEMORY_GROUPS.length, () => memorySuite(config.memory));
   await run('heap', 2, () => heapSuite(config.memory));
   await run('redis', 3 * config.redis.rounds * REDIS_CONTENDERS.length, onRedis('redis'));
   await run('cluster', (2 * REDIS_CONTENDERS.length + 1) * config.redis.rounds, onRedis('cluster'));

@@ -1,4 +1,4 @@
-/** Child processes running worker.js: a fresh V8 for a heap case, or the reference service for the HTTP suite. */
+/** Child processes running worker.js: a fresh V8 for a memory round or a heap case, or the reference service. */
 import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
@@ -7,6 +7,7 @@ const WORKER = fileURLToPath(new URL('./worker.js', import.meta.url));
 const running = new Set<ChildProcess>();
 
 export type Job =
+  | { kind: 'memory'; names: string[]; organizations: number; roundMs: number; warmupMs: number }
   | { kind: 'heap'; case: string; organizations: number }
   | { kind: 'http'; variant: string; organizations: number };
 

@@ -3,7 +3,7 @@ import { createLimiter } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { Bench } from 'tinybench';
-import { nextMessage, startWorker } from './child.js';
+import { type Job, nextMessage, startWorker } from './child.js';
 import { say, step } from './progress.js';
 import { human, type Measurement, measurement, median, organizationNames, sig } from './results.js';
 
@@ -16,7 +16,7 @@ const TIGHT = 10;
 const BATCH = 1000;
 
 /** A contender, what it calls, and a builder of one call on organization number `org`. */
-type MemoryCase = [
+export type MemoryCase = [
   contender: string,
   subject: string,
   build: (organizations: readonly string[]) => (org: number) => Promise<unknown>,
@@ -75,35 +75,47 @@ function task([, , build]: MemoryCase, organizations: readonly string[]): () => 
   };
 }
 
+/** The case names by library (and the baseline): each group runs in a process of its own. */
+const contenders = new Set(Object.values(MEMORY_CASES).map(([contender]) => contender));
+export const MEMORY_GROUPS: readonly string[][] = [...contenders].map((contender) =>
+  Object.keys(MEMORY_CASES).filter((name) => MEMORY_CASES[name]?.[0] === contender),
+);
+
+/** One round of some cases in this process (a worker's job, in a fresh process): calls per second, in order. */
+export async function memoryRound(job: Extract<Job, { kind: 'memory' }>): Promise<number[]> {
+  const organizations = organizationNames(job.organizations);
+  const bench = new Bench({ time: job.roundMs, iterations: 1, warmupTime: job.warmupMs, warmupIterations: 1 });
+  for (const name of job.names) bench.add(name, task(MEMORY_CASES[name] as MemoryCase, organizations));
+  await bench.run();
+  return bench.tasks.map(({ name, result }) => {
+    if (result.state !== 'completed') throw new Error(`memory case ${name}: ${result.state}`);
+    return 1000 / result.latency.p50;
+  });
+}
+
 /**
- * Every case in one process, round by round: each round is one tinybench run over all cases, in reversed order every
- * other round, so a burst of other work on the machine lands on every contender alike. A case's figure is the median
- * over rounds of 1 / (the median batch's time per call).
+ * Round by round, each library's cases in a fresh process of its own, in reverse order every other round (libraries
+ * and cases alike): as in a server, one library's code runs in a process, not two libraries' sharing its call sites
+ * (in one process both ran at about half speed, and the ratio moved from process to process). A case's figure is the
+ * median over rounds, that is over processes, of 1 / (the median batch's time per call).
  */
 export async function memorySuite(config: MemoryConfig): Promise<Measurement[]> {
-  const organizations = organizationNames(config.organizations);
-  const names = Object.keys(MEMORY_CASES);
-  const tasks = new Map(names.map((name) => [name, task(MEMORY_CASES[name] as MemoryCase, organizations)]));
-  const rounds = new Map<string, number[]>(names.map((name) => [name, []]));
+  const rounds = new Map<string, number[]>(MEMORY_GROUPS.flat().map((name) => [name, []]));
   for (let round = 0; round < config.rounds; round++) {
-    step(`memory round ${round + 1}/${config.rounds}`);
-    const bench = new Bench({ time: config.roundMs, iterations: 1, warmupTime: config.warmupMs, warmupIterations: 1 });
-    for (const name of round % 2 === 0 ? names : [...names].reverse())
-      bench.add(name, tasks.get(name) as () => Promise<object>);
-    await bench.run();
-    for (const added of bench.tasks) {
-      const result = added.result;
-      if (result.state !== 'completed') throw new Error(`memory case ${added.name}: ${result.state}`);
-      rounds.get(added.name)?.push(1000 / result.latency.p50);
+    const turn = <T>(list: readonly T[]): T[] => (round % 2 === 0 ? [...list] : [...list].reverse());
+    for (const names of turn(MEMORY_GROUPS).map(turn)) {
+      step(`memory ${MEMORY_CASES[names[0] as string]?.[0]} ${round + 1}/${config.rounds}`);
+      const perSecond = (await nextMessage(startWorker({ kind: 'memory', names, ...config }), 60_000)) as number[];
+      names.forEach((name, i) => rounds.get(name)?.push(perSecond[i] as number));
     }
   }
   const method =
     `one call in flight, ${config.organizations.toLocaleString('en-US')} organizations round-robin, batches of ` +
     `${BATCH} calls timed whole (a new event-loop turn between batches); tinybench, ${config.rounds} rounds of ` +
-    `${config.roundMs} ms per case after ${config.warmupMs} ms of warm-up, cases alternating round by round in one ` +
-    `process; ops/s = median over rounds of 1 / the median batch's time per call; admitted path: ${ROOMY}/min, denied: ` +
-    `${TIGHT}/min drained in warm-up`;
-  return names.map((name) => {
+    `${config.roundMs} ms per case after ${config.warmupMs} ms of warm-up; each round runs each library's cases in a ` +
+    "fresh process of its own, libraries alternating; ops/s = median over rounds of 1 / the median batch's time " +
+    `per call; admitted path: ${ROOMY}/min, denied: ${TIGHT}/min drained in warm-up`;
+  return Object.keys(MEMORY_CASES).map((name) => {
     const [contender, subject] = MEMORY_CASES[name] as MemoryCase;
     const perRound = rounds.get(name) ?? [];
     const ops = median(perRound);

@@ -76,19 +76,9 @@ export function measurement(
 }
 
 export function describeMachine(): Machine {
-  const [cpu, cores, platformName] = [
-    cpus()[0]?.model.trim() ?? 'unknown',
-    cpus().length,
-    `${platform()} ${release()} ${arch()}`,
-  ];
-  return {
-    cpu,
-    cores,
-    node: process.version,
-    platform: platformName,
-    redis: null,
-    loadAverage: { start: oneMinuteLoad(), end: null },
-  };
+  const [cpu, platformName] = [cpus()[0]?.model.trim() ?? 'unknown', `${platform()} ${release()} ${arch()}`];
+  const loadAverage = { start: oneMinuteLoad(), end: null };
+  return { cpu, cores: cpus().length, node: process.version, platform: platformName, redis: null, loadAverage };
 }
 
 export function oneMinuteLoad(): number {

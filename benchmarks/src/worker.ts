@@ -1,12 +1,11 @@
-// A child process of the harness (child.ts): measures one heap case in a fresh V8, or serves the reference service on
-// 127.0.0.1 for the HTTP suite, and reports over IPC.
+// A child process of the harness (child.ts): runs one memory round or one heap case in a fresh V8, or serves the
+// reference service on 127.0.0.1 for the HTTP suite, and reports over IPC.
 import { createServer, type RequestListener } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createLimiter, type Limiter } from '@ratecard/core';
-import { memoryStore } from '@ratecard/memory';
-import { RateLimiterMemory } from 'rate-limiter-flexible';
+import type { Limiter } from '@ratecard/core';
 import type { Job, Message } from './child.js';
 import { HTTP_LIMIT, HTTP_VARIANTS } from './http.js';
+import { MEMORY_CASES, type MemoryCase, memoryRound } from './memory.js';
 import { organizationNames } from './results.js';
 
 /** Loaded by path: the reference service is private, built by `pnpm build` with the packages. */
@@ -28,18 +27,14 @@ async function heapBytes(): Promise<number> {
 }
 
 /** Bytes per organization, and what was tracked: returned, so it stays alive past the second reading. */
-async function heap(name: string, count: number): Promise<[number, ...unknown[]]> {
+async function heap(contender: string, count: number): Promise<[number, ...unknown[]]> {
   const organizations = organizationNames(count);
+  // The denied case's limiter: 10 per minute, so each organization's one call is admitted and its bucket kept.
+  const call = (MEMORY_CASES[`${contender}/consume-denied`] as MemoryCase)[2](organizations);
   const before = await heapBytes();
-  const store = name === 'ratecard' ? memoryStore({ maxBuckets: Math.max(1_000_000, count) }) : undefined;
-  const ratecard = store === undefined ? undefined : createLimiter({ store });
-  const flexible = store === undefined ? new RateLimiterMemory({ points: 10, duration: 60 }) : undefined;
-  for (const organization of organizations) {
-    await (ratecard?.consume({ organization, endpoint: 'POST /browsers', plan: 'developer' }) ??
-      flexible?.consume(organization));
-  }
+  for (let org = 0; org < count; org++) await call(org);
   const after = await heapBytes();
-  return [(after - before) / count, ratecard, flexible, organizations];
+  return [(after - before) / count, call, organizations];
 }
 
 /** One bearer token per organization; an override no run exhausts, and that never refills to full between requests. */
@@ -78,8 +73,8 @@ async function main(): Promise<void> {
   process.on('disconnect', () => process.exit(1));
   const job = JSON.parse(process.argv[2] ?? '{}') as Job;
   if (job.kind === 'http') return serve(job.variant, job.organizations);
-  const [bytes] = await heap(job.case, job.organizations);
-  await send({ type: 'result', value: bytes });
+  const [value] = job.kind === 'heap' ? await heap(job.case, job.organizations) : [await memoryRound(job)];
+  await send({ type: 'result', value });
   // Some libraries leave a timer per key behind; nothing else is left to do.
   process.exit(0);
 }
