@@ -75,8 +75,8 @@ function task([, , build]: MemoryCase, organizations: readonly string[]): () => 
   };
 }
 
-/** The case names by library (and the baseline): each group runs in a process of its own. */
 const contenders = new Set(Object.values(MEMORY_CASES).map(([contender]) => contender));
+/** The case names by library (and the baseline): each group runs in a process of its own. */
 export const MEMORY_GROUPS: readonly string[][] = [...contenders].map((contender) =>
   Object.keys(MEMORY_CASES).filter((name) => MEMORY_CASES[name]?.[0] === contender),
 );
