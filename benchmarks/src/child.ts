@@ -1,14 +1,16 @@
-/** Child processes running worker.js: a fresh V8 for a memory round or a heap case, or the reference service. */
+/** Child processes running worker.js: a fresh V8 for a memory or Redis round or a heap case, or the reference service. */
 import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 
+type Target = { kind: 'redis' | 'cluster'; nodes: { host: string; port: number }[] };
 const WORKER = fileURLToPath(new URL('./worker.js', import.meta.url));
 const running = new Set<ChildProcess>();
 
 export type Job =
   | { kind: 'memory'; names: string[]; organizations: number; roundMs: number; warmupMs: number }
   | { kind: 'heap'; case: string; organizations: number }
+  | { kind: 'redis'; on: Target; contender: number; shape: object; prefix: string }
   | { kind: 'http'; variant: string; organizations: number };
 
 export type Message = { type: 'result' | 'ready' | 'cpu' | 'error'; value?: unknown };

@@ -8,6 +8,7 @@ import * as hdr from 'hdr-histogram-js';
 import { Cluster, Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { createClient, createCluster } from 'redis';
+import { type Job, nextMessage, startWorker } from './child.js';
 import { say, step } from './progress.js';
 import { human, type Measurement, measurement, median, organizationNames, sig } from './results.js';
 
@@ -173,15 +174,15 @@ export interface Shape {
 
 /** Calls started before the workers wait one event-loop turn, as a server's socket reads give. */
 const CALLS_PER_TURN = 1024;
-let runs = 0;
+let prefixes = 0;
+type RoundResult = Awaited<ReturnType<typeof runRound>>;
 
 /**
  * One round of one contender on fresh keys: `inFlight` workers, each starting its next call when the last answers,
  * call n to organization n mod count; then what Redis says of it.
  */
-async function runRound(target: RedisTarget, contender: Contender, shape: Shape, ms: number, latency?: hdr.Histogram) {
-  // Prefixes of one length for every contender, so their keys weigh alike.
-  const prefix = `r${String(runs++).padStart(4, '0')}`;
+async function runRound(target: RedisTarget, contender: Contender, shape: Shape, ms: number, prefix: string) {
+  const latency = shape.latency === true ? hdr.build({ highestTrackableValue: 1e10 }) : undefined;
   const opened = await contender.open(target, prefix, shape.plan, organizationNames(shape.organizations));
   const admittedPer = new Int32Array(shape.organizations);
   let [started, admitted, denied, errors, sinceTurn] = [0, 0, 0, 0, 0];
@@ -231,23 +232,37 @@ async function runRound(target: RedisTarget, contender: Contender, shape: Shape,
     counts,
     stats,
     weight,
+    latency: latency === undefined ? undefined : hdr.encodeIntoCompressedBase64(latency),
   };
 }
 
-/** One shape: a warm-up per contender on keys of its own, then rounds, contenders alternating; medians of rounds. */
+/** In a fresh process (worker.ts), as in a server: a contender's warm-up round, then its measured round. */
+export async function redisRound(job: Extract<Job, { kind: 'redis' }>): Promise<unknown> {
+  const [shape, masters] = [job.shape as Shape, job.on.nodes.map((node) => new Redis(node))];
+  const target = { ...job.on, masters, stop: async () => {} };
+  const contender = REDIS_CONTENDERS[job.contender] as Contender;
+  await runRound(target, contender, shape, shape.warmupMs, `${job.prefix}w`);
+  return runRound(target, contender, shape, shape.roundMs, `${job.prefix}m`);
+}
+
+/** One shape: rounds, contenders alternating, each round a fresh process with a warm-up on keys of its own; medians. */
 export async function runShape(target: RedisTarget, shape: Shape): Promise<Measurement[]> {
   const { rounds, warmupMs } = shape;
   const runs = REDIS_CONTENDERS.map((contender) => ({ name: contender.name, on: target, contender }));
   const alongside = shape.name === '256-in-flight' ? target.alongside : undefined;
   if (alongside) runs.push({ name: ONE_SERVER, on: alongside, contender: REDIS_CONTENDERS[0] as Contender });
-  for (const run of runs) await runRound(run.on, run.contender, shape, warmupMs);
   const results = new Map(runs.map((run) => [run.name, [] as Awaited<ReturnType<typeof runRound>>[]]));
   const latency = new Map(runs.map((run) => [run.name, hdr.build({ highestTrackableValue: 1e10 })]));
   for (let round = 0; round < rounds; round++) {
-    for (const run of round % 2 === 0 ? runs : [...runs].reverse()) {
-      step(`${target.kind} ${shape.name} ${run.name} ${round + 1}/${rounds}`);
-      const histogram = shape.latency === true ? latency.get(run.name) : undefined;
-      results.get(run.name)?.push(await runRound(run.on, run.contender, shape, shape.roundMs, histogram));
+    for (const { name, on, contender } of round % 2 === 0 ? runs : [...runs].reverse()) {
+      step(`${target.kind} ${shape.name} ${name} ${round + 1}/${rounds}`);
+      // Prefixes of one length for every contender, so their keys weigh alike.
+      const prefix = `r${String(prefixes++).padStart(4, '0')}`;
+      const where = { kind: on.kind, nodes: on.nodes };
+      const job = { kind: 'redis', on: where, contender: REDIS_CONTENDERS.indexOf(contender), shape, prefix } as const;
+      const result = (await nextMessage(startWorker(job), shape.roundMs + warmupMs + 60_000)) as RoundResult;
+      if (result.latency !== undefined) latency.get(name)?.add(hdr.decodeFromCompressedBase64(result.latency));
+      results.get(name)?.push(result);
     }
   }
   const where = target.kind === 'cluster' ? `a ${target.masters.length}-master Redis Cluster` : 'a redis-server';
@@ -255,14 +270,14 @@ export async function runShape(target: RedisTarget, shape: Shape): Promise<Measu
     `${shape.inFlight} in flight (closed loop, an event-loop turn every ${CALLS_PER_TURN} calls), ` +
     `${shape.organizations.toLocaleString('en-US')} organizations round-robin on the ${shape.plan} plan ` +
     `(C = ${PLANS[shape.plan]}/min); ${shape.purpose}; rounds: ${rounds} of ${shape.roundMs} ms per contender, ` +
-    `alternating, fresh keys each, after ${warmupMs} ms of warm-up; ${where} started by the harness on 127.0.0.1; ` +
+    `alternating, each in a fresh process after ${warmupMs} ms of warm-up there, fresh keys each; ${where} started ` +
+    'by the harness on 127.0.0.1; ' +
     'decisions/s and redis-server CPU per decision (INFO cpu used_cpu_user + used_cpu_sys, summed over the masters) ' +
     'are medians of rounds; over-admitted: admitted beyond C + C·T/60 per bucket, T from Redis TIME around the round' +
     (shape.latency === true ? '; every call timed, percentiles from an HdrHistogram over all rounds' : '');
   return runs.map(({ name, on, contender }) => {
     const all = results.get(name) ?? [];
-    const sum = (key: keyof (typeof all)[number]['counts']): number =>
-      all.reduce((total, r) => total + r.counts[key], 0);
+    const sum = (key: keyof RoundResult['counts']): number => all.reduce((total, r) => total + r.counts[key], 0);
     const summed: Record<string, number> = {};
     for (const [stat, value] of all.flatMap((r) => Object.entries(r.stats ?? {})))
       summed[stat] = stat === 'largestBatch' ? Math.max(summed[stat] ?? 0, value) : (summed[stat] ?? 0) + value;

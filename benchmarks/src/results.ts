@@ -104,11 +104,8 @@ export function sig(value: number, digits = 3): number {
 /** 1234567 → '1.23 M'. */
 export function human(value: number | null | undefined): string {
   if (value == null || !Number.isFinite(value)) return '–';
-  return Math.abs(value) >= 1e6
-    ? `${sig(value / 1e6)} M`
-    : Math.abs(value) >= 1e4
-      ? `${sig(value / 1e3)} k`
-      : `${sig(value)}`;
+  const [scale, suffix] = Math.abs(value) >= 1e6 ? [1e6, ' M'] : Math.abs(value) >= 1e4 ? [1e3, ' k'] : [1, ''];
+  return `${sig(value / scale)}${suffix}`;
 }
 
 export function organizationNames(count: number): string[] {

@@ -1,11 +1,12 @@
-// A child process of the harness (child.ts): runs one memory round or one heap case in a fresh V8, or serves the
-// reference service on 127.0.0.1 for the HTTP suite, and reports over IPC.
+// A child process of the harness (child.ts): runs one memory round, one heap case or one Redis round in a fresh V8,
+// or serves the reference service on 127.0.0.1 for the HTTP suite, and reports over IPC.
 import { createServer, type RequestListener } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Limiter } from '@ratecard/core';
 import type { Job, Message } from './child.js';
 import { HTTP_LIMIT, HTTP_VARIANTS } from './http.js';
 import { MEMORY_CASES, type MemoryCase, memoryRound } from './memory.js';
+import { redisRound } from './redis.js';
 import { organizationNames } from './results.js';
 
 /** Loaded by path: the reference service is private, built by `pnpm build` with the packages. */
@@ -73,7 +74,10 @@ async function main(): Promise<void> {
   process.on('disconnect', () => process.exit(1));
   const job = JSON.parse(process.argv[2] ?? '{}') as Job;
   if (job.kind === 'http') return serve(job.variant, job.organizations);
-  const [value] = job.kind === 'heap' ? await heap(job.case, job.organizations) : [await memoryRound(job)];
+  const [value] =
+    job.kind === 'heap'
+      ? await heap(job.case, job.organizations)
+      : [job.kind === 'memory' ? await memoryRound(job) : await redisRound(job)];
   await send({ type: 'result', value });
   // Some libraries leave a timer per key behind; nothing else is left to do.
   process.exit(0);
