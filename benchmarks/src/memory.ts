@@ -24,7 +24,7 @@ export type MemoryCase = [
 
 function ratecard(denied: boolean): MemoryCase[2] {
   return (organizations) => {
-    const limiter = createLimiter({ store: memoryStore() });
+    const limiter = createLimiter({ store: memoryStore({ maxBuckets: Math.max(1_000_000, organizations.length) }) });
     const requests = organizations.map((organization) =>
       denied
         ? { organization, endpoint: ENDPOINT, plan: 'developer' as const }

@@ -251,15 +251,15 @@ export async function runShape(target: RedisTarget, shape: Shape): Promise<Measu
   const runs = REDIS_CONTENDERS.map((contender) => ({ name: contender.name, on: target, contender }));
   const alongside = shape.name === '256-in-flight' ? target.alongside : undefined;
   if (alongside) runs.push({ name: ONE_SERVER, on: alongside, contender: REDIS_CONTENDERS[0] as Contender });
-  const results = new Map(runs.map((run) => [run.name, [] as Awaited<ReturnType<typeof runRound>>[]]));
+  const results = new Map(runs.map((run) => [run.name, [] as RoundResult[]]));
   const latency = new Map(runs.map((run) => [run.name, hdr.build({ highestTrackableValue: 1e10 })]));
   for (let round = 0; round < rounds; round++) {
     for (const { name, on, contender } of round % 2 === 0 ? runs : [...runs].reverse()) {
       step(`${target.kind} ${shape.name} ${name} ${round + 1}/${rounds}`);
       // Prefixes of one length for every contender, so their keys weigh alike.
       const prefix = `r${String(prefixes++).padStart(4, '0')}`;
-      const where = { kind: on.kind, nodes: on.nodes };
-      const job = { kind: 'redis', on: where, contender: REDIS_CONTENDERS.indexOf(contender), shape, prefix } as const;
+      const at = { kind: on.kind, nodes: on.nodes };
+      const job = { kind: 'redis', on: at, contender: REDIS_CONTENDERS.indexOf(contender), shape, prefix } as const;
       const result = (await nextMessage(startWorker(job), shape.roundMs + warmupMs + 60_000)) as RoundResult;
       if (result.latency !== undefined) latency.get(name)?.add(hdr.decodeFromCompressedBase64(result.latency));
       results.get(name)?.push(result);
