@@ -60,14 +60,9 @@ local function decode(raw)
   return units, updatedAt, limit
 end
 
--- Redis TIME (seconds, microseconds) in whole ms.
+-- Redis TIME (seconds, microseconds) in whole ms. Arithmetic converts each string once, as in decode.
 local function redisTime()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
-end
-
--- Whole ms: the caller's time (clock 'client'), or Redis TIME when the argument is ''.
-local function clock(arg)
-  return tonumber(arg) or redisTime()
+  return t[1] * 1000 + floor(t[2] / 1000)
 end
 `;

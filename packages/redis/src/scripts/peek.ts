@@ -13,7 +13,7 @@ local cost = tonumber(ARGV[3])
 local held = limit * U                            -- a missing bucket is a full one
 local raw = redis.call('GET', KEYS[1])
 if raw then
-  local now = clock(ARGV[1])
+  local now = tonumber(ARGV[1]) or redisTime()    -- the caller's time (clock 'client'), or Redis TIME
   local units, updatedAt, storedLimit = decode(raw)
   if units then held = unitsAt(units, updatedAt, storedLimit, now, limit) end
 end

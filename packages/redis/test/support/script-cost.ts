@@ -2,13 +2,16 @@
  * Instructions redis-server spends per decision of a script, counted by callgrind: repeatable where timings are not,
  * so two versions of a script can be compared to a few tenths of a percent. Needs valgrind (Debian: valgrind).
  *
- *   pnpm --filter @ratecard/redis script-cost [consume|empty|mget|mget-set-px]
+ *   pnpm --filter @ratecard/redis script-cost [consume|empty|mget|mget-set-px] [--lone]
  *
  * Starts `valgrind --tool=callgrind redis-server` on a free port, writes 2 000 half-full buckets, runs 32 script calls
  * to warm up, zeroes the counters, runs 150 script calls of 128 keys each (clock 'client', 2 ms apart, limit 250,
  * cost 1: every call admitted, each written with SET … PX), dumps the counters and prints instructions per decision.
  * 'consume' is the store's script; the others are skeletons that show what its parts cost: an empty script (the
  * EVALSHA and its 128 keys), one MGET of the keys, then a SET … PX per key.
+ *
+ * `--lone`: a decision at one call in flight instead, as the benchmark's 1-in-flight shape makes them: 4 800 script
+ * calls of one key each, on Redis' clock (the script reads TIME and writes SET … PXAT).
  *
  * Two runs of one build agree within a few tenths of a percent. They did not while the buckets started empty: a
  * bucket one token short of full expires a quarter of a second after its write, and whether valgrind came back to
@@ -19,6 +22,7 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { CONSUME } from '../../src/scripts/consume.js';
 
@@ -26,6 +30,8 @@ const BUCKETS = 2_000;
 const PER_CALL = 128;
 const WARM_CALLS = 32;
 const MEASURED_CALLS = 150;
+/** Few enough that the half-full buckets stay below full on Redis' clock, which runs on while valgrind is slow. */
+const LONE_CALLS = 4_800;
 
 const SKELETONS: Readonly<Record<string, string>> = {
   empty: 'return 1',
@@ -64,7 +70,10 @@ async function lastDumpTotal(dir: string): Promise<number> {
 }
 
 async function main(): Promise<void> {
-  const which = process.argv[2] ?? 'consume';
+  const { positionals, values } = parseArgs({ allowPositionals: true, options: { lone: { type: 'boolean' } } });
+  const which = positionals[0] ?? 'consume';
+  const lone = values.lone === true;
+  const [perCall, measuredCalls] = lone ? [1, LONE_CALLS] : [PER_CALL, MEASURED_CALLS];
   const skeleton = SKELETONS[which];
   if (which !== 'consume' && skeleton === undefined) {
     throw new Error(`unknown script ${which}: consume, ${Object.keys(SKELETONS).join(', ')}`);
@@ -95,15 +104,16 @@ async function main(): Promise<void> {
     pair.writeDoubleLE(250, 0);
     pair.writeDoubleLE(1, 8);
     let next = 0;
-    let now = 1_700_000_000_000;
+    // Near Redis' clock, so that on it (--lone) the buckets are half full too.
+    let now = Date.now();
     const call = async (): Promise<void> => {
       const batch: string[] = [];
-      for (let i = 0; i < PER_CALL; i++) {
+      for (let i = 0; i < perCall; i++) {
         batch.push(keys[next] as string);
         next = (next + 1) % BUCKETS;
       }
       now += 2;
-      await client.callBuffer('evalsha', [sha, PER_CALL, ...batch, String(now), pair, '', '']);
+      await client.callBuffer('evalsha', [sha, perCall, ...batch, lone ? '' : String(now), pair, '', '']);
     };
     // Every bucket half full, as in a busy run. A bucket near full expires within a fraction of a second (its TTL is
     // the time until it is full again), sooner than valgrind comes back to it: the script would read missing keys
@@ -111,9 +121,9 @@ async function main(): Promise<void> {
     for (const key of keys) await client.set(key, `7500000 ${now} 250`, 'PX', 600_000);
     for (let i = 0; i < WARM_CALLS; i++) await call();
     await callgrindControl('-z', pid);
-    for (let i = 0; i < MEASURED_CALLS; i++) await call();
+    for (let i = 0; i < measuredCalls; i++) await call();
     await callgrindControl('-d', pid);
-    const decisions = MEASURED_CALLS * PER_CALL;
+    const decisions = measuredCalls * perCall;
     const total = await lastDumpTotal(dir);
     console.log(`${which}: ${Math.round(total / decisions)} instructions per decision (${total} over ${decisions})`);
   } finally {
