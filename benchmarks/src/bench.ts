@@ -22,7 +22,7 @@ function sizes(quick: boolean) {
   return {
     memory: { organizations: 10_000, rounds: pick(6, 2), roundMs: pick(400, 100), warmupMs: pick(100, 30), heapOrganizations: pick(1_000_000, 100_000) } satisfies MemoryConfig,
     redis: { organizations: 10_000, rounds: pick(3, 1), roundMs: pick(4000, 1000), overLimitMs: pick(2500, 700), latencyMs: pick(2000, 700), warmupMs: pick(1000, 200) },
-    http: { connections: 64, organizations: 100, rounds: pick(5, 1), seconds: pick(3, 1), warmupSeconds: 1 } satisfies HttpConfig,
+    http: { connections: 64, organizations: 100, rounds: pick(3, 1), windows: pick(6, 1), seconds: 1 } satisfies HttpConfig,
   };
 }
 

@@ -1,7 +1,5 @@
 /** The reference service's `POST /browsers` over HTTP, variant beside variant, loaded by autocannon. */
 import type { ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { MeterProvider } from '@opentelemetry/sdk-metrics';
 import { createLimiter, type Limiter } from '@ratecard/core';
@@ -15,14 +13,8 @@ import { human, type Measurement, measurement, median, sig } from './results.js'
 /** A limit per organization no run exhausts, and that never refills to full between two requests. */
 export const HTTP_LIMIT = 10_000;
 
-export interface HttpVariant {
-  name: string;
-  subject: string;
-  /** The limiter the app gets; null: the app without any rate-limit middleware. */
-  limiter: () => Limiter | null;
-}
-
-export const HTTP_VARIANTS: readonly HttpVariant[] = [
+/** Each variant's app gets `limiter()`: null, the app without any rate-limit middleware. */
+export const HTTP_VARIANTS: readonly { name: string; subject: string; limiter: () => Limiter | null }[] = [
   {
     name: 'without-limiter',
     subject: '`createApp({ limiter: null })`: the same app with no rate-limit middleware at all',
@@ -45,14 +37,14 @@ export const HTTP_VARIANTS: readonly HttpVariant[] = [
   },
 ];
 
-export type HttpConfig = Record<'connections' | 'organizations' | 'rounds' | 'seconds' | 'warmupSeconds', number>;
+export type HttpConfig = Record<'connections' | 'organizations' | 'rounds' | 'windows' | 'seconds', number>;
 
-function load(port: number, config: HttpConfig, seconds: number): Promise<autocannon.Result> {
+function load(port: number, config: HttpConfig): Promise<autocannon.Result> {
   const body = '{"name":"bench"}';
   return autocannon({
     url: `http://127.0.0.1:${port}`,
     connections: config.connections,
-    duration: seconds,
+    duration: config.seconds,
     // Each connection cycles through these: one bearer token per organization.
     requests: Array.from({ length: config.organizations }, (_, i) => ({
       method: 'POST' as const,
@@ -63,61 +55,73 @@ function load(port: number, config: HttpConfig, seconds: number): Promise<autoca
   });
 }
 
-async function cpuMicros(server: ChildProcess): Promise<number> {
+async function cpuSeconds(server: ChildProcess): Promise<number> {
   const answer = nextMessage(server, 5000);
   server.send({ type: 'cpu' });
-  return (await answer) as number;
+  return ((await answer) as number) / 1e6;
 }
 
-/** One round of one variant: a fresh server process, a warm-up, then the measured load. */
-async function measureRound(variant: HttpVariant, config: HttpConfig) {
-  const server = startWorker({ kind: 'http', variant: variant.name, organizations: config.organizations });
-  try {
-    const port = (await nextMessage(server, 20_000)) as number;
-    await load(port, config, config.warmupSeconds);
-    const before = await cpuMicros(server);
-    const result = await load(port, config, config.seconds);
-    const cpuSeconds = ((await cpuMicros(server)) - before) / 1e6;
-    const total = result.requests.total;
-    const created = result.statusCodeStats?.['201']?.count ?? 0;
-    // biome-ignore format: one figure a field
-    return { perSecond: total / result.duration, perCpuSecond: total / cpuSeconds, p50: result.latency.p50 * 1000, p99: result.latency.p99 * 1000, other: total - created + result.errors };
-  } finally {
-    server.send({ type: 'stop' });
-    await Promise.race([once(server, 'exit'), sleep(3000)]);
-    server.kill('SIGKILL');
-  }
-}
+type Round = { perSecond: number; perCpuSecond: number; p50: number; p99: number; other: number };
 
 /**
- * Each round starts a fresh server process per variant, variants alternating; every figure is the median of the
- * rounds. The load generator shares the machine with the server, so the ratio is taken on requests per second of
- * server CPU, which is what a saturated server serves; raw requests per second are reported beside it.
+ * One round: a fresh server process per variant, each warmed up for a window, then `windows` windows of load on each,
+ * variants alternating window by window. Whatever slows the machine for a few seconds then lands on every variant
+ * alike, where a few seconds per variant, one after another, would put it on one. A server idles between its windows,
+ * so its CPU is read before the first and after the last. Returns each variant's figures.
  */
-export async function httpSuite(config: HttpConfig): Promise<Measurement[]> {
-  const rounds = new Map(
-    HTTP_VARIANTS.map((variant) => [variant.name, [] as Awaited<ReturnType<typeof measureRound>>[]]),
+async function measureRound(config: HttpConfig): Promise<Round[]> {
+  const servers = HTTP_VARIANTS.map((v) =>
+    startWorker({ kind: 'http', variant: v.name, organizations: config.organizations }),
   );
-  for (let round = 0; round < config.rounds; round++) {
-    for (const variant of round % 2 === 0 ? HTTP_VARIANTS : [...HTTP_VARIANTS].reverse()) {
-      step(`http ${variant.name} ${round + 1}/${config.rounds}`);
-      const result = await measureRound(variant, config);
-      rounds.get(variant.name)?.push(result);
-      say(
-        `http   ${variant.name.padEnd(21)} r${round + 1} ${human(result.perSecond).padStart(6)} req/s ` +
-          `${human(result.perCpuSecond).padStart(6)} per CPU-s${result.other > 0 ? ` ${result.other} not 201` : ''}`,
-      );
+  try {
+    const ports = (await Promise.all(servers.map((server) => nextMessage(server, 20_000)))) as number[];
+    for (const port of ports) await load(port, config);
+    const before = await Promise.all(servers.map(cpuSeconds));
+    const results = servers.map((): autocannon.Result[] => []);
+    for (let window = 0; window < config.windows; window++) {
+      const order = servers.map((_, i) => i);
+      for (const i of window % 2 === 0 ? order : order.reverse())
+        results[i]?.push(await load(ports[i] as number, config));
     }
+    const cpu = (await Promise.all(servers.map(cpuSeconds))).map((after, i) => after - (before[i] as number));
+    return results.map((windows, i) => {
+      const sum = (of: (r: autocannon.Result) => number): number => windows.reduce((total, r) => total + of(r), 0);
+      const requests = sum((r) => r.requests.total);
+      const percentile = (p: 'p50' | 'p99'): number => median(windows.map((r) => r.latency[p] * 1000));
+      // biome-ignore format: one figure a field
+      return { perSecond: requests / sum((r) => r.duration), perCpuSecond: requests / (cpu[i] as number), p50: percentile('p50'), p99: percentile('p99'), other: sum((r) => r.requests.total - (r.statusCodeStats?.['201']?.count ?? 0) + r.errors) };
+    });
+  } finally {
+    for (const server of servers) server.kill('SIGKILL');
+  }
+}
+
+/** Figures are medians of rounds; the load generator shares the machine, so ratios use requests per server CPU-s. */
+export async function httpSuite(config: HttpConfig): Promise<Measurement[]> {
+  const rounds: Round[][] = [];
+  for (let round = 1; round <= config.rounds; round++) {
+    const measured = await measureRound(config);
+    rounds.push(measured);
+    HTTP_VARIANTS.forEach((variant, i) => {
+      const { perSecond, perCpuSecond, other } = measured[i] as Round;
+      step(`http round ${round}/${config.rounds}`);
+      say(
+        `http   ${variant.name.padEnd(21)} r${round} ${human(perSecond).padStart(6)} req/s ` +
+          `${human(perCpuSecond).padStart(6)} per CPU-s${other > 0 ? ` ${other} not 201` : ''}`,
+      );
+    });
   }
   const method =
-    `reference service (createApp on node:http) in its own process on 127.0.0.1, a fresh one per round; autocannon ` +
-    `in the harness process: ${config.connections} connections, POST /browsers with a JSON body, bearer tokens of ` +
-    `${config.organizations} organizations (override ${HTTP_LIMIT}/min, never denied); ${config.warmupSeconds} s ` +
-    `warm-up, then ${config.seconds} s measured; ${config.rounds} rounds, variants alternating; median of rounds; ` +
-    'server CPU from process.cpuUsage() of the server process; latency percentiles from autocannon';
-  return HTTP_VARIANTS.map((variant) => {
-    const all = rounds.get(variant.name) ?? [];
-    const pick = (field: keyof (typeof all)[number]): number => sig(median(all.map((r) => r[field])));
+    `reference service (createApp on node:http), one process per variant on 127.0.0.1, fresh ones every round; ` +
+    `autocannon in the harness process: ${config.connections} connections, POST /browsers with a JSON body, bearer ` +
+    `tokens of ${config.organizations} organizations (override ${HTTP_LIMIT}/min, never denied); each round warms ` +
+    `every variant for a window of ${config.seconds} s, then measures ${config.windows} windows on each, variants ` +
+    `alternating window by window; a round's figure is its windows' requests over their server CPU ` +
+    `(process.cpuUsage() of the server process); ${config.rounds} rounds, median of rounds; latency percentiles from ` +
+    'autocannon, the median of windows, then of rounds';
+  return HTTP_VARIANTS.map((variant, i) => {
+    const all = rounds.map((measured) => measured[i] as Round);
+    const pick = (field: keyof Round): number => sig(median(all.map((r) => r[field])));
     return measurement({
       id: `http/${variant.name}`,
       suite: 'http',
