@@ -2,9 +2,12 @@
  * Time budgets for store calls without a timer per call. Every call gets the same budget, so deadlines arrive in
  * the order calls were made: a FIFO of pending calls and one timer, armed for the oldest deadline only while
  * something is pending, cover them all. A call the store answers in time is marked closed, and dropped as soon as
- * every call before it is closed too: answers come back about in the order calls went out, so the queue holds about
- * what is in flight. (Kept until the timer fired, a busy limiter's settled calls would outlive V8's young generation
- * and be collected as old ones: that cost a Redis store up to a third of its decisions per second, measured.)
+ * every call before it is closed too: its slot is cleared then, though the array is compacted only now and then.
+ * Answers come back about in the order calls went out, so the queue holds about what is in flight. (Kept until the
+ * timer fired, a busy limiter's settled calls would outlive V8's young generation and be collected as old ones: that
+ * cost a Redis store up to a third of its decisions per second, measured. Kept until the array was compacted, up to
+ * a thousand of them survived each young collection, and V8 then allocated every later call in the old generation
+ * from the start: node-redis processes ran a fifth slower, measured; see docs/benchmarks.md.)
  */
 interface PendingCall {
   /** performance.now() instant after which the caller stops waiting. */
@@ -16,7 +19,7 @@ interface PendingCall {
 }
 
 export class DeadlineQueue {
-  private queue: PendingCall[] = [];
+  private queue: (PendingCall | undefined)[] = [];
   private head = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
 
@@ -82,7 +85,7 @@ export class DeadlineQueue {
     while (this.head < queue.length) {
       const call = queue[this.head] as PendingCall;
       if (call.open && call.deadline > now) break;
-      this.head++;
+      queue[this.head++] = undefined;
       expire(call);
     }
     this.dropClosed();
@@ -93,7 +96,7 @@ export class DeadlineQueue {
   private dropClosed(): void {
     const queue = this.queue;
     let head = this.head;
-    while (head < queue.length && !(queue[head] as PendingCall).open) head++;
+    while (head < queue.length && !(queue[head] as PendingCall).open) queue[head++] = undefined;
     if (head === queue.length) {
       this.queue = [];
       this.head = 0;

@@ -1,5 +1,11 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DeadlineQueue } from '../src/deadlines.js';
+
+/** V8's full collection, without starting the process with --expose-gc. */
+setFlagsFromString('--expose-gc');
+const collectGarbage = runInNewContext('gc') as () => void;
 
 /** A promise and the functions that settle it, to answer calls in any order. */
 function deferred<T>() {
@@ -57,6 +63,23 @@ describe('DeadlineQueue', () => {
     await Promise.resolve();
     expect(mostHeld).toBe(64);
     expect(queue.held).toBe(0);
+  });
+
+  it('lets go of an answered call once it is dropped, though later calls keep the queue from emptying', async () => {
+    const queue = new DeadlineQueue(60_000, timeout);
+    // The race's promise stands for the call: the queue's entry reaches it through the call's reject.
+    const answered = async (): Promise<WeakRef<Promise<number>>> => {
+      const raced = queue.race(Promise.resolve(1));
+      void queue.race(new Promise<number>(() => {}));
+      await raced;
+      return new WeakRef(raced);
+    };
+    const gone = await answered();
+    expect(queue.held).toBe(1);
+    // A WeakRef holds its target until the current job ends; then nothing but the queue could.
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    collectGarbage();
+    expect(gone.deref()).toBeUndefined();
   });
 
   it('still expires a call that waits behind answered ones, when its budget is spent and not before', async () => {
