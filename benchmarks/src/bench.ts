@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { killWorkers } from './child.js';
-import { HTTP_VARIANTS, type HttpConfig, httpSuite } from './http.js';
+import { type HttpConfig, httpSuite } from './http.js';
 import { heapSuite, MEMORY_GROUPS, type MemoryConfig, memorySuite } from './memory.js';
 import { elapsedSeconds, plan, say, startSteps, stopSteps } from './progress.js';
 import { REDIS_CONTENDERS, type RedisTarget, redisVersion, runShape, shapesFor, startTarget } from './redis.js';
@@ -89,7 +89,7 @@ async function main(): Promise<number> {
   await run('heap', 2, () => heapSuite(config.memory));
   await run('redis', 3 * config.redis.rounds * REDIS_CONTENDERS.length, onRedis('redis'));
   await run('cluster', (2 * REDIS_CONTENDERS.length + 1) * config.redis.rounds, onRedis('cluster'));
-  await run('http', config.http.rounds * HTTP_VARIANTS.length, () => httpSuite(config.http));
+  await run('http', config.http.rounds, () => httpSuite(config.http));
   await stop();
 
   results.seconds = Math.round(elapsedSeconds());

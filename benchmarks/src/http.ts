@@ -100,11 +100,11 @@ async function measureRound(config: HttpConfig): Promise<Round[]> {
 export async function httpSuite(config: HttpConfig): Promise<Measurement[]> {
   const rounds: Round[][] = [];
   for (let round = 1; round <= config.rounds; round++) {
+    step(`http round ${round}/${config.rounds}`);
     const measured = await measureRound(config);
     rounds.push(measured);
     HTTP_VARIANTS.forEach((variant, i) => {
       const { perSecond, perCpuSecond, other } = measured[i] as Round;
-      step(`http round ${round}/${config.rounds}`);
       say(
         `http   ${variant.name.padEnd(21)} r${round} ${human(perSecond).padStart(6)} req/s ` +
           `${human(perCpuSecond).padStart(6)} per CPU-s${other > 0 ? ` ${other} not 201` : ''}`,
