@@ -8,7 +8,7 @@ import { killWorkers } from './child.js';
 import { type HttpConfig, httpSuite } from './http.js';
 import { heapSuite, MEMORY_GROUPS, type MemoryConfig, memorySuite } from './memory.js';
 import { elapsedSeconds, plan, say, startSteps, stopSteps } from './progress.js';
-import { REDIS_CONTENDERS, type RedisTarget, redisVersion, runShape, shapesFor, startTarget } from './redis.js';
+import { contendersIn, type RedisTarget, redisVersion, runShape, shapesFor, startTarget } from './redis.js';
 import { renderCharts, renderMarkdown, summary } from './report.js';
 import { describeMachine, type Measurement, oneMinuteLoad, type Results, type Suite } from './results.js';
 import { evaluateTargets } from './targets.js';
@@ -76,6 +76,8 @@ async function main(): Promise<number> {
       say(`${suite} FAILED: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
     }
   };
+  const redisRounds = (kind: RedisTarget['kind']): number =>
+    shapesFor(kind, config.redis).reduce((sum, shape) => sum + shape.rounds * contendersIn(kind, shape.name).length, 0);
   const onRedis = (kind: RedisTarget['kind']) => async (): Promise<Measurement[]> => {
     const target = await startTarget(kind);
     redis = target;
@@ -87,8 +89,8 @@ async function main(): Promise<number> {
   };
   await run('memory', config.memory.rounds * MEMORY_GROUPS.length, () => memorySuite(config.memory));
   await run('heap', 2, () => heapSuite(config.memory));
-  await run('redis', 3 * config.redis.rounds * REDIS_CONTENDERS.length, onRedis('redis'));
-  await run('cluster', (2 * REDIS_CONTENDERS.length + 1) * config.redis.rounds, onRedis('cluster'));
+  await run('redis', redisRounds('redis'), onRedis('redis'));
+  await run('cluster', redisRounds('cluster'), onRedis('cluster'));
   await run('http', config.http.rounds, () => httpSuite(config.http));
   await stop();
 

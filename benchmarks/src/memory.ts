@@ -1,5 +1,5 @@
 /** In-process limiters side by side (tinybench), and heap per tracked organization (a fresh process per library). */
-import { createLimiter } from '@ratecard/core';
+import { createLimiter, type LimitRequest, perDay, perHour, perMinute, perSecond } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { Bench } from 'tinybench';
@@ -15,24 +15,27 @@ const TIGHT = 10;
 /** Calls per tinybench iteration: one timer read per call would weigh as much as the fastest calls. */
 const BATCH = 1000;
 
-/** A contender, what it calls, and a builder of one call on organization number `org`. */
+/** A contender, what it calls, a builder of one call on organization number `org`, and whether it runs `alone`. */
 export type MemoryCase = [
   contender: string,
   subject: string,
   build: (organizations: readonly string[]) => (org: number) => Promise<unknown>,
+  alone?: 'alone',
 ];
 
-function ratecard(denied: boolean): MemoryCase[2] {
+/** ratecard on the memory store, each organization's request built before the loop by `request`. */
+function ratecard(request: (organization: string) => LimitRequest): MemoryCase[2] {
   return (organizations) => {
     const limiter = createLimiter({ store: memoryStore({ maxBuckets: Math.max(1_000_000, organizations.length) }) });
-    const requests = organizations.map((organization) =>
-      denied
-        ? { organization, endpoint: ENDPOINT, plan: 'developer' as const }
-        : { organization, endpoint: ENDPOINT, plan: 'enterprise' as const, override: ROOMY },
-    );
-    return (org) => limiter.consume(requests[org] as (typeof requests)[number]);
+    const requests = organizations.map((organization) => request(organization));
+    return (org) => limiter.consume(requests[org] as LimitRequest);
   };
 }
+
+/** Requests carrying `limits` made once, as a server makes them at start; each as roomy as ROOMY is. */
+const own = (limits: LimitRequest['limits']) =>
+  ratecard((organization) => ({ organization, endpoint: ENDPOINT, limits }));
+const CONSUME = '`await limiter.consume(request)` on `memoryStore()`';
 
 function flexible(points: number): MemoryCase[2] {
   return (organizations) => {
@@ -44,11 +47,15 @@ function flexible(points: number): MemoryCase[2] {
 /** By id; the memory target compares the first with the second. */
 // biome-ignore format: a table, one case a line
 export const MEMORY_CASES: Readonly<Record<string, MemoryCase>> = {
-  'ratecard/consume': ['ratecard', '`await limiter.consume(request)` on `memoryStore()` (its clock: Date.now on every call)', ratecard(false)],
+  'ratecard/consume': ['ratecard', `${CONSUME} (its clock: Date.now on every call)`, ratecard((organization) => ({ organization, endpoint: ENDPOINT, plan: 'enterprise', override: ROOMY }))],
   'rate-limiter-flexible/consume': ['rate-limiter-flexible', '`await RateLimiterMemory.consume(key)`', flexible(ROOMY)],
   'baseline/await': ['baseline', '`await Promise.resolve(true)`: the cost of an await alone', () => () => Promise.resolve(true)],
-  'ratecard/consume-denied': ['ratecard', '`await limiter.consume(request)` on `memoryStore()`, every call denied', ratecard(true)],
+  'ratecard/consume-denied': ['ratecard', `${CONSUME}, every call denied`, ratecard((organization) => ({ organization, endpoint: ENDPOINT, plan: 'developer' }))],
   'rate-limiter-flexible/consume-denied': ['rate-limiter-flexible', '`await RateLimiterMemory.consume(key)`, every call denied (it rejects; caught)', flexible(TIGHT)],
+  'ratecard/consume-2-limits': ['ratecard', `${CONSUME}, \`limits: [perSecond(100, { burst: 10000 }), perHour(100000)]\`, both charged`, own([perSecond(100, { burst: ROOMY }), perHour(100_000)]), 'alone'],
+  'ratecard/consume-per-day': ['ratecard', `${CONSUME}, \`limits: perDay(10000)\` (a token is 8640 units)`, own(perDay(ROOMY)), 'alone'],
+  // gcd(10 001, 60 000) = 1: a token is 60 000 units, a full bucket 6·10^9, past V8's small integers (2^31).
+  'ratecard/consume-large-units': ['ratecard', `${CONSUME}, \`limits: perMinute(10001, { burst: 100000 })\` (6·10^9 units when full)`, own(perMinute(ROOMY + 1, { burst: 100_000 })), 'alone'],
 };
 
 export type MemoryConfig = Record<'organizations' | 'rounds' | 'roundMs' | 'warmupMs' | 'heapOrganizations', number>;
@@ -75,10 +82,10 @@ function task([, , build]: MemoryCase, organizations: readonly string[]): () => 
   };
 }
 
-const contenders = new Set(Object.values(MEMORY_CASES).map(([contender]) => contender));
-/** The case names by library (and the baseline): each group runs in a process of its own. */
-export const MEMORY_GROUPS: readonly string[][] = [...contenders].map((contender) =>
-  Object.keys(MEMORY_CASES).filter((name) => MEMORY_CASES[name]?.[0] === contender),
+/** The cases by process: a library's (and the baseline) together, an `alone` case by itself. */
+const processOf = (name: string): string => (MEMORY_CASES[name]?.[3] === 'alone' ? name : `${MEMORY_CASES[name]?.[0]}`);
+export const MEMORY_GROUPS: readonly string[][] = [...new Set(Object.keys(MEMORY_CASES).map(processOf))].map((group) =>
+  Object.keys(MEMORY_CASES).filter((name) => processOf(name) === group),
 );
 
 /** One round of some cases in this process (a worker's job, in a fresh process): calls per second, in order. */
@@ -104,7 +111,7 @@ export async function memorySuite(config: MemoryConfig): Promise<Measurement[]> 
   for (let round = 0; round < config.rounds; round++) {
     const turn = <T>(list: readonly T[]): T[] => (round % 2 === 0 ? [...list] : [...list].reverse());
     for (const names of turn(MEMORY_GROUPS).map(turn)) {
-      step(`memory ${MEMORY_CASES[names[0] as string]?.[0]} ${round + 1}/${config.rounds}`);
+      step(`memory ${names[0]} ${round + 1}/${config.rounds}`);
       const perSecond = (await nextMessage(startWorker({ kind: 'memory', names, ...config }), 60_000)) as number[];
       names.forEach((name, i) => rounds.get(name)?.push(perSecond[i] as number));
     }
@@ -113,8 +120,9 @@ export async function memorySuite(config: MemoryConfig): Promise<Measurement[]> 
     `one call in flight, ${config.organizations.toLocaleString('en-US')} organizations round-robin, batches of ` +
     `${BATCH} calls timed whole (a new event-loop turn between batches); tinybench, ${config.rounds} rounds of ` +
     `${config.roundMs} ms per case after ${config.warmupMs} ms of warm-up; each round runs each library's cases in a ` +
-    "fresh process of its own, libraries alternating; ops/s = median over rounds of 1 / the median batch's time " +
-    `per call; admitted path: ${ROOMY}/min, denied: ${TIGHT}/min drained in warm-up`;
+    'fresh process of its own (and each case with limits of its own alone), processes alternating; ops/s = median ' +
+    "over rounds of 1 / the median batch's time per call; " +
+    `admitted path: ${ROOMY}/min, denied: ${TIGHT}/min drained in warm-up`;
   return Object.keys(MEMORY_CASES).map((name) => {
     const [contender, subject] = MEMORY_CASES[name] as MemoryCase;
     const perRound = rounds.get(name) ?? [];
@@ -140,24 +148,18 @@ export const HEAP_SUBJECTS: Readonly<Record<string, string>> = {
 
 /** Heap per tracked organization, each library in a fresh `node --expose-gc` process (worker.ts). */
 export async function heapSuite(config: MemoryConfig): Promise<Measurement[]> {
+  const method =
+    `${config.heapOrganizations.toLocaleString('en-US')} organizations in a fresh \`node --expose-gc\` process; ` +
+    '(heapUsed + arrayBuffers) after minus before, gc() twice at each end, divided by the organizations; the ' +
+    'names exist before the first reading, so they are not counted';
   const out: Measurement[] = [];
-  for (const name of Object.keys(HEAP_SUBJECTS)) {
+  for (const [name, subject] of Object.entries(HEAP_SUBJECTS)) {
     step(`heap ${name}`);
     const child = startWorker({ kind: 'heap', case: name, organizations: config.heapOrganizations });
-    const bytes = (await nextMessage(child, 120_000)) as number;
-    say(`heap   ${name.padEnd(38)} ${sig(bytes)} B per organization`);
+    const bytesPerOrganization = sig((await nextMessage(child, 120_000)) as number);
+    say(`heap   ${name.padEnd(38)} ${bytesPerOrganization} B per organization`);
     out.push(
-      measurement({
-        id: `heap/${name}`,
-        suite: 'heap',
-        contender: name,
-        subject: HEAP_SUBJECTS[name] as string,
-        method:
-          `${config.heapOrganizations.toLocaleString('en-US')} organizations in a fresh \`node --expose-gc\` process; ` +
-          '(heapUsed + arrayBuffers) after minus before, gc() twice at each end, divided by the organizations; the ' +
-          'names exist before the first reading, so they are not counted',
-        bytesPerOrganization: sig(bytes),
-      }),
+      measurement({ id: `heap/${name}`, suite: 'heap', contender: name, subject, method, bytesPerOrganization }),
     );
   }
   return out;

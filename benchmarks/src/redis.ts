@@ -1,6 +1,7 @@
 // Limiters on Redis side by side: a redis-server or a 3-master cluster started here (`@ratecard/redis/testing`),
 // contenders alternating round by round on the same servers, each on a connection of its own.
-import { createLimiter, type LimitRequest, PLANS, type Plan } from '@ratecard/core';
+import type { Limit, LimitRequest, Plan } from '@ratecard/core';
+import { createLimiter, PLANS, perHour, perSecond, SPEC_PLANS } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import { type RedisClient, redisStore } from '@ratecard/redis';
 import { type RedisAddress, startRedis, startRedisCluster } from '@ratecard/redis/testing';
@@ -35,6 +36,12 @@ interface Opened {
 export interface Contender {
   name: string;
   subject: string;
+  /** A request's limits on a plan, when not the plan's one limit: the over-admission bound checks each. */
+  limits?: (plan: Plan) => Limit[];
+  /** The only `<suite>/<shape>` runs it takes part in, when not every one. */
+  only?: string[];
+  /** Its rounds run on the redis-server beside the cluster. */
+  beside?: boolean;
   open(target: RedisTarget, prefix: string, plan: Plan, organizations: readonly string[]): Promise<Opened>;
 }
 
@@ -44,18 +51,25 @@ async function ioredis(target: RedisTarget): Promise<Redis | Cluster> {
   return client;
 }
 
+/** A client for a target, and the function that disconnects it. */
 type Connect = (target: RedisTarget) => Promise<[RedisClient, () => Promise<unknown>]>;
 
-/** ratecard as a user would write it, on a client `connect` makes (with the function that disconnects it). */
-function ratecardOn(name: string, clientName: string, connect: Connect): Contender {
+/** ratecard as a user would write it, on a client `connect` makes; a request carries its plan, or `options.limits`. */
+function ratecardOn(name: string, clientName: string, connect: Connect, options: Partial<Contender> = {}): Contender {
   return {
     name,
     subject: `\`limiter.consume()\`, \`createLimiter({ store: redisStore({ client }), fallback: memoryStore() })\`, ${clientName}`,
+    ...options,
     async open(target, prefix, plan, organizations) {
       const [client, disconnect] = await connect(target);
       const store = redisStore({ client, prefix: `${prefix}:` });
       const limiter = createLimiter({ store, fallback: memoryStore() });
-      const requests = organizations.map((organization): LimitRequest => ({ organization, endpoint: ENDPOINT, plan }));
+      const limits = options.limits?.(plan);
+      const request = (organization: string): LimitRequest =>
+        limits === undefined
+          ? { organization, endpoint: ENDPOINT, plan }
+          : { organization, endpoint: ENDPOINT, limits };
+      const requests = organizations.map(request);
       let notFromStore = 0;
       return {
         call: (org) =>
@@ -74,36 +88,54 @@ function ratecardOn(name: string, clientName: string, connect: Connect): Contend
   };
 }
 
-export const REDIS_CONTENDERS: readonly Contender[] = [
-  ratecardOn('ratecard', 'ioredis', (target) => ioredis(target).then((client) => [client, () => client.quit()])),
-  {
-    name: 'rate-limiter-flexible',
-    subject: '`RateLimiterRedis.consume(key)`, points = the plan’s limit, duration 60 s, ioredis',
-    async open(target, prefix, plan, organizations) {
-      const client = await ioredis(target);
-      const options = { storeClient: client, keyPrefix: prefix, points: PLANS[plan], duration: 60 };
-      const limiter = new RateLimiterRedis(options);
-      const keys = organizations.map((organization) => `${organization}:${ENDPOINT}`);
-      const denied = (reason: unknown): boolean => {
-        if (reason instanceof RateLimiterRes) return false;
-        throw reason;
-      };
-      return {
-        call: (org) => limiter.consume(keys[org] as string).then(() => true, denied),
-        close: async () => {
-          await client.quit();
-          return { notFromStore: 0, stats: null };
-        },
-      };
-    },
+const onIoredis: Connect = (target) => ioredis(target).then((client) => [client, () => client.quit()]);
+
+const onNodeRedis: Connect = async (target) => {
+  const urls = target.nodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }));
+  const client = target.kind === 'cluster' ? createCluster({ rootNodes: urls }) : createClient(urls[0]);
+  await client.connect();
+  return [client as unknown as RedisClient, () => client.close()];
+};
+
+const flexible: Contender = {
+  name: 'rate-limiter-flexible',
+  subject: '`RateLimiterRedis.consume(key)`, points = the plan’s limit, duration 60 s, ioredis',
+  async open(target, prefix, plan, organizations) {
+    const client = await ioredis(target);
+    const limiter = new RateLimiterRedis({ storeClient: client, keyPrefix: prefix, points: PLANS[plan], duration: 60 });
+    const keys = organizations.map((organization) => `${organization}:${ENDPOINT}`);
+    const denied = (reason: unknown): boolean => {
+      if (reason instanceof RateLimiterRes) return false;
+      throw reason;
+    };
+    return {
+      call: (org) => limiter.consume(keys[org] as string).then(() => true, denied),
+      close: async () => {
+        await client.quit();
+        return { notFromStore: 0, stats: null };
+      },
+    };
   },
-  ratecardOn('ratecard-node-redis', 'node-redis 6 (RESP3)', async (target) => {
-    const urls = target.nodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` }));
-    const client = target.kind === 'cluster' ? createCluster({ rootNodes: urls }) : createClient(urls[0]);
-    await client.connect();
-    return [client as unknown as RedisClient, () => client.close()];
-  }),
+};
+
+/** Two limits per request, both charged or neither, as roomy as the plan's one (C): no shape needs more. */
+function twoLimits(plan: Plan): Limit[] {
+  return [perSecond(Math.ceil(PLANS[plan] / 10), { burst: PLANS[plan] }), perHour(60 * PLANS[plan])];
+}
+
+/** In every run of both suites unless `only` names its runs; ONE_SERVER is the cluster's CPU target's standalone. */
+// biome-ignore format: a table, one contender a line
+export const REDIS_CONTENDERS: readonly Contender[] = [
+  ratecardOn('ratecard', 'ioredis', onIoredis),
+  flexible,
+  ratecardOn('ratecard-node-redis', 'node-redis 6 (RESP3)', onNodeRedis),
+  ratecardOn(ONE_SERVER, 'ioredis, on a redis-server beside the cluster', onIoredis, { beside: true, only: ['cluster/256-in-flight'] }),
+  ratecardOn('ratecard-2-limits', 'ioredis; `limits: [perSecond(⌈C/10⌉, { burst: C }), perHour(60·C)]`', onIoredis, { limits: twoLimits, only: ['redis/256-in-flight', 'redis/over-limit'] }),
 ];
+
+/** The contenders of a run, in the order they alternate. */
+export const contendersIn = (kind: RedisTarget['kind'], shape: string): Contender[] =>
+  REDIS_CONTENDERS.filter((contender) => contender.only?.includes(`${kind}/${shape}`) ?? true);
 
 export async function startTarget(kind: RedisTarget['kind']): Promise<RedisTarget> {
   const cluster = kind === 'cluster' ? await startRedisCluster({ masters: 3 }) : undefined;
@@ -219,8 +251,10 @@ async function runRound(target: RedisTarget, contender: Contender, shape: Shape,
   const elapsedMs = performance.now() - t0;
   const [timeAfter, cpuAfter] = [await redisTime(target), await info(target, 'cpu', 'used_cpu_user', 'used_cpu_sys')];
   const { stats, notFromStore } = await opened.close();
-  // The most an exact token bucket of capacity C per minute admits in T seconds: C + C·T/60.
-  const bound = Math.floor(PLANS[shape.plan] * (1 + (timeAfter - timeBefore) / 60));
+  // The most an exact token bucket of capacity C refilling r per interval I admits in T: C + r·T/I; every limit of
+  // a request is charged on admission, so none may pass its own bound.
+  const [span, limits] = [(timeAfter - timeBefore) * 1000, contender.limits?.(shape.plan) ?? [SPEC_PLANS[shape.plan]]];
+  const bound = Math.min(...limits.map((l) => Math.floor(l.capacity + (l.refill * span) / l.intervalMs)));
   let overAdmitted = 0;
   for (const count of admittedPer) overAdmitted += Math.max(0, count - bound);
   const weight = await weighAndFlush(target, shape.name === '256-in-flight' ? 2000 : 0);
@@ -248,9 +282,10 @@ export async function redisRound(job: Extract<Job, { kind: 'redis' }>): Promise<
 /** One shape: rounds, contenders alternating, each round a fresh process with a warm-up on keys of its own; medians. */
 export async function runShape(target: RedisTarget, shape: Shape): Promise<Measurement[]> {
   const { rounds, warmupMs } = shape;
-  const runs = REDIS_CONTENDERS.map((contender) => ({ name: contender.name, on: target, contender }));
-  const alongside = shape.name === '256-in-flight' ? target.alongside : undefined;
-  if (alongside) runs.push({ name: ONE_SERVER, on: alongside, contender: REDIS_CONTENDERS[0] as Contender });
+  const runs = contendersIn(target.kind, shape.name).map((contender) => {
+    const on = (contender.beside === true ? target.alongside : target) as RedisTarget;
+    return { name: contender.name, on, contender };
+  });
   const results = new Map(runs.map((run) => [run.name, [] as RoundResult[]]));
   const latency = new Map(runs.map((run) => [run.name, hdr.build({ highestTrackableValue: 1e10 })]));
   for (let round = 0; round < rounds; round++) {
@@ -273,9 +308,10 @@ export async function runShape(target: RedisTarget, shape: Shape): Promise<Measu
     `alternating, each in a fresh process after ${warmupMs} ms of warm-up there, fresh keys each; ${where} started ` +
     'by the harness on 127.0.0.1; ' +
     'decisions/s and redis-server CPU per decision (INFO cpu used_cpu_user + used_cpu_sys, summed over the masters) ' +
-    'are medians of rounds; over-admitted: admitted beyond C + C·T/60 per bucket, T from Redis TIME around the round' +
+    'are medians of rounds; over-admitted: admitted beyond C + r·T/I per organization for each of its limits ' +
+    '(capacity C, r per interval I: C + C·T/60 for a plan), T from Redis TIME around the round' +
     (shape.latency === true ? '; every call timed, percentiles from an HdrHistogram over all rounds' : '');
-  return runs.map(({ name, on, contender }) => {
+  return runs.map(({ name, contender }) => {
     const all = results.get(name) ?? [];
     const sum = (key: keyof RoundResult['counts']): number => all.reduce((total, r) => total + r.counts[key], 0);
     const summed: Record<string, number> = {};
@@ -286,7 +322,7 @@ export async function runShape(target: RedisTarget, shape: Shape): Promise<Measu
       id: `${target.kind}/${name}/${shape.name}`,
       suite: target.kind,
       contender: name,
-      subject: on === target ? contender.subject : `${contender.subject}, on a redis-server beside the cluster`,
+      subject: contender.subject,
       method,
       rounds: all.map((r) => sig(r.perSecond)),
       opsPerSecond: sig(ops),
@@ -307,10 +343,7 @@ export async function runShape(target: RedisTarget, shape: Shape): Promise<Measu
   });
 }
 
-export type RedisSizes = Record<
-  'organizations' | 'rounds' | 'roundMs' | 'overLimitMs' | 'latencyMs' | 'warmupMs',
-  number
->;
+type RedisSizes = Record<'organizations' | 'rounds' | 'roundMs' | 'overLimitMs' | 'latencyMs' | 'warmupMs', number>;
 
 export function shapesFor(kind: RedisTarget['kind'], c: RedisSizes): Shape[] {
   const [admittedCalls, common] = [c.organizations * PLANS.enterprise, { rounds: c.rounds, warmupMs: c.warmupMs }];

@@ -42,9 +42,8 @@ export async function renderCharts(results: Results): Promise<Record<string, str
     ['http.svg', 'POST /browsers: requests per server CPU-second', 'requests per CPU-second', of('http'), (m) => m.extra.requestsPerServerCpuSecond],
   ];
   const out: Record<string, string> = {};
-  for (const [file, title, axis, measurements, value] of charts) {
+  for (const [file, title, axis, measurements, value] of charts)
     if (measurements.length > 0) out[file] = await barChart(`${title} (median of rounds)`, axis, measurements, value);
-  }
   return out;
 }
 
@@ -107,16 +106,8 @@ export function renderMarkdown(results: Results, charts: string[]): string {
   for (const [suite, title, columns] of SECTIONS) {
     const measured = results.measurements.filter((m) => m.suite === suite);
     if (measured.length === 0) continue;
-    out.push(
-      '',
-      `## ${title}`,
-      '',
-      ...table(
-        columns.map(([header]) => header),
-        measured.map((m) => columns.map(([, value]) => value(m))),
-      ),
-      '',
-    );
+    const [header, rows] = [columns.map(([name]) => name), measured.map((m) => columns.map(([, value]) => value(m)))];
+    out.push('', `## ${title}`, '', ...table(header, rows), '');
     for (const method of new Set(measured.map((m) => m.method))) out.push(`- How: ${method}.`);
     for (const m of measured) {
       const stats = Object.entries(m.redis?.storeStats ?? {}).map(([name, value]) => `${name} ${count(value)}`);

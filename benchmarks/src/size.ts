@@ -143,12 +143,12 @@ function main(): void {
   }
 
   // What the plans let through.
-  let [sustained, burst, parts] = [0, 0, [] as string[]];
+  let [burst, parts] = [0, [] as string[]];
   for (const [plan, share] of mix) {
-    sustained += (orgs * share * PLANS[plan]) / 60;
     burst += orgs * share * PLANS[plan];
     parts.push(`${plan} ${sig(share * 100)}% (${PLANS[plan]}/min)`);
   }
+  const sustained = burst / 60;
   out.push(
     '',
     'What the plans admit',

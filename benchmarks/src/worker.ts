@@ -40,16 +40,13 @@ async function heap(contender: string, count: number): Promise<[number, ...unkno
 
 /** One bearer token per organization; an override no run exhausts, and that never refills to full between requests. */
 function benchKeys(organizations: number): Record<string, object> {
-  const keys: Record<string, object> = {};
-  for (let i = 0; i < organizations; i++) {
-    keys[`bench_token_${i}`] = {
-      organization: `org_${i}`,
-      plan: 'enterprise',
-      override: HTTP_LIMIT,
-      scopes: ['browsers'],
-    };
-  }
-  return keys;
+  const key = (i: number) => ({
+    organization: `org_${i}`,
+    plan: 'enterprise',
+    override: HTTP_LIMIT,
+    scopes: ['browsers'],
+  });
+  return Object.fromEntries(Array.from({ length: organizations }, (_, i) => [`bench_token_${i}`, key(i)]));
 }
 
 async function serve(variant: string, organizations: number): Promise<void> {

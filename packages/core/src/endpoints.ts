@@ -1,4 +1,5 @@
 import { describeValue, RateLimitError } from './errors.js';
+import { isLimit, type Limit, type Limits, limitList } from './limits.js';
 
 export type EndpointMode = 'enforce' | 'shadow';
 
@@ -10,13 +11,33 @@ export const DEFAULT_ENDPOINTS: Readonly<Record<string, EndpointMode>> = Object.
   'POST /invocations': 'shadow',
 });
 
+/** The rules of a limiter given own `plans` or `limits` and no `endpoints`: every request, one bucket per key. */
+export const EVERY_ENDPOINT: Readonly<Record<string, EndpointMode>> = Object.freeze({ 'ALL /*': 'enforce' });
+
+/** A rule's own limits: the same for every plan, or per plan (a plan not named keeps its plan's limits). */
+export type EndpointLimits = Limits | Readonly<Record<string, Limits>>;
+
+/**
+ * What a rule says: a mode (the plan's limits apply), limits of its own (enforced), or both. Keys are
+ * `'<METHOD> <path>'`: `:name` matches one segment, a last segment `*` any number of them (none included), and the
+ * method `ALL` any method.
+ */
+export type EndpointSpec = EndpointMode | Limits | { mode?: EndpointMode; limits?: EndpointLimits };
+
 export interface EndpointRule {
   /** The rule key as configured, e.g. `'PUT /browser-pools/:id'`; buckets are named by it. */
   readonly key: string;
   readonly mode: EndpointMode;
+  /** An upper-case method, or 'ALL'. */
   readonly method: string;
   /** Path segments after normalisation; `null` stands for a `:name` parameter. */
   readonly segments: readonly (string | null)[];
+  /** The path ended in `/*`: the segments are a prefix. */
+  readonly wildcard: boolean;
+  /** The rule's own limits for every plan, if it states them. */
+  readonly limits: readonly Limit[] | undefined;
+  /** The rule's own limits per plan, if it states them so. */
+  readonly planLimits: ReadonlyMap<string, readonly Limit[]> | undefined;
 }
 
 const RULE_KEY = /^([A-Z]+) (\/\S*)$/;
@@ -42,55 +63,114 @@ function pathSegments(path: string): string[] {
     .filter((segment) => segment.length > 0);
 }
 
-function compileRule(key: string, mode: unknown): EndpointRule {
+function badRule(message: string): RateLimitError {
+  return new RateLimitError('invalid_option', `ratecard: ${message}`);
+}
+
+/** The mode and own limits a rule's value states. */
+function readSpec(
+  key: string,
+  spec: unknown,
+  plans: ReadonlySet<string>,
+): Pick<EndpointRule, 'mode' | 'limits' | 'planLimits'> {
+  if (spec === 'enforce' || spec === 'shadow') return { mode: spec, limits: undefined, planLimits: undefined };
+  if (isLimit(spec) || Array.isArray(spec)) {
+    return {
+      mode: 'enforce',
+      limits: limitList(spec, `endpoint rule ${key}`, 'invalid_option'),
+      planLimits: undefined,
+    };
+  }
+  if (typeof spec !== 'object' || spec === null || Object.keys(spec).some((k) => k !== 'mode' && k !== 'limits')) {
+    throw badRule(
+      `endpoint rule ${key} must be 'enforce', 'shadow', a limit, an array of limits or { mode?, limits? }, got ${describeValue(spec)}`,
+    );
+  }
+  const { mode = 'enforce', limits } = spec as { mode?: unknown; limits?: unknown };
+  if (mode !== 'enforce' && mode !== 'shadow') {
+    throw badRule(`endpoint rule ${key}'s mode must be 'enforce' or 'shadow', got ${describeValue(mode)}`);
+  }
+  if (limits === undefined) return { mode, limits: undefined, planLimits: undefined };
+  if (isLimit(limits) || Array.isArray(limits)) {
+    return { mode, limits: limitList(limits, `endpoint rule ${key}`, 'invalid_option'), planLimits: undefined };
+  }
+  if (typeof limits !== 'object' || limits === null) {
+    throw badRule(
+      `endpoint rule ${key}'s limits must be a limit, an array of limits or limits per plan, got ${describeValue(limits)}`,
+    );
+  }
+  const planLimits = new Map<string, readonly Limit[]>();
+  for (const [plan, value] of Object.entries(limits)) {
+    if (!plans.has(plan)) {
+      throw new RateLimitError(
+        'unknown_plan',
+        `ratecard: endpoint rule ${key} names plan ${describeValue(plan)}; the plans are ${[...plans].join(', ')}`,
+      );
+    }
+    planLimits.set(plan, limitList(value, `endpoint rule ${key} for plan ${plan}`, 'invalid_option'));
+  }
+  return { mode, limits: undefined, planLimits };
+}
+
+function compileRule(key: string, spec: unknown, plans: ReadonlySet<string>): EndpointRule {
   const match = RULE_KEY.exec(key);
   if (match === null || match[1] === undefined || match[2] === undefined) {
-    throw new RateLimitError(
-      'invalid_option',
-      `ratecard: endpoint rule keys look like 'POST /browsers' or 'PUT /browser-pools/:id', got ${describeValue(key)}`,
+    throw badRule(
+      `endpoint rule keys look like 'POST /browsers', 'PUT /browser-pools/:id', 'ALL /api/*', got ${describeValue(key)}`,
     );
   }
-  if (mode !== 'enforce' && mode !== 'shadow') {
-    throw new RateLimitError(
-      'invalid_option',
-      `ratecard: endpoint rule ${key} must be 'enforce' or 'shadow', got ${describeValue(mode)}`,
-    );
+  const raw = pathSegments(match[2]);
+  const wildcard = raw.at(-1) === '*';
+  if (wildcard) raw.pop();
+  if (raw.some((segment) => segment.includes('*'))) {
+    throw badRule(`endpoint rule ${key}: '*' may only stand as the whole last segment, as in 'ALL /api/*'`);
   }
-  const segments = pathSegments(match[2]).map((segment) =>
+  const segments = raw.map((segment) =>
     segment.startsWith(':') && segment.length > 1 ? null : normalizeSegment(segment),
   );
-  return { key, mode, method: match[1], segments };
+  return { key, method: match[1], segments, wildcard, ...readSpec(key, spec, plans) };
+}
+
+/**
+ * Rules without a wildcard, that name a method, with more segments, then with more literal segments (`/users/me`
+ * before `/users/:id`) are tried first: the most specific wins, whatever the order given.
+ */
+function specificity(rule: EndpointRule): number {
+  const literals = rule.segments.filter((segment) => segment !== null).length;
+  return (
+    (rule.wildcard ? 0 : 1_000_000_000) +
+    (rule.method === 'ALL' ? 0 : 1_000_000) +
+    rule.segments.length * 1_000 +
+    literals
+  );
 }
 
 /** The compiled rule set of a limiter: exact lookup by rule key first, then pattern matching. */
 export class EndpointRules {
   private readonly byKey = new Map<string, EndpointRule>();
   private readonly all: EndpointRule[] = [];
+  /** The rules in the order they are tried. */
+  private readonly tried: EndpointRule[];
 
-  constructor(endpoints: Readonly<Record<string, EndpointMode>>) {
+  /** `plans`: the plan names a rule's per-plan limits may name. */
+  constructor(endpoints: Readonly<Record<string, EndpointSpec>>, plans: ReadonlySet<string>) {
     if (typeof endpoints !== 'object' || endpoints === null || Array.isArray(endpoints)) {
-      throw new RateLimitError(
-        'invalid_option',
-        `ratecard: endpoints must be an object of rules, got ${describeValue(endpoints)}`,
-      );
+      throw badRule(`endpoints must be an object of rules, got ${describeValue(endpoints)}`);
     }
-    for (const [key, mode] of Object.entries(endpoints)) {
-      const rule = compileRule(key, mode);
+    for (const [key, spec] of Object.entries(endpoints)) {
+      const rule = compileRule(key, spec, plans);
       const clash = this.all.find(
         (other) =>
           other.method === rule.method &&
+          other.wildcard === rule.wildcard &&
           other.segments.length === rule.segments.length &&
           other.segments.every((segment, i) => segment === rule.segments[i]),
       );
-      if (clash !== undefined) {
-        throw new RateLimitError(
-          'invalid_option',
-          `ratecard: endpoint rules ${clash.key} and ${key} match the same paths`,
-        );
-      }
+      if (clash !== undefined) throw badRule(`endpoint rules ${clash.key} and ${key} match the same paths`);
       this.byKey.set(key, rule);
       this.all.push(rule);
     }
+    this.tried = [...this.all].sort((a, b) => specificity(b) - specificity(a));
   }
 
   /** Every rule, in the order given. */
@@ -114,10 +194,12 @@ export class EndpointRules {
   forRequest(method: string, path: string): EndpointRule | undefined {
     const upper = method.toUpperCase();
     const segments = pathSegments(path);
-    for (const rule of this.all) {
-      if (rule.method !== upper || rule.segments.length !== segments.length) continue;
+    for (const rule of this.tried) {
+      if (rule.method !== upper && rule.method !== 'ALL') continue;
+      const n = rule.segments.length;
+      if (rule.wildcard ? segments.length < n : segments.length !== n) continue;
       let matches = true;
-      for (let i = 0; i < segments.length; i++) {
+      for (let i = 0; i < n; i++) {
         const expected = rule.segments[i];
         if (expected !== null && expected !== normalizeSegment(segments[i] as string)) {
           matches = false;

@@ -1,4 +1,5 @@
 export {
+  type BucketShape,
   ceilDiv,
   isLimited,
   msUntilAvailable,
@@ -8,21 +9,43 @@ export {
   resetAfterSeconds,
   retryAfterSeconds,
   take,
-  UNITS_PER_TOKEN,
   unitsAfter,
   unitsAt,
 } from './bucket.js';
-export { DEFAULT_ENDPOINTS, type EndpointMode, type EndpointRule, EndpointRules } from './endpoints.js';
+export { type Decision, type DecisionSource, type LimitState, limitStates } from './decision.js';
+export {
+  DEFAULT_ENDPOINTS,
+  type EndpointLimits,
+  type EndpointMode,
+  type EndpointRule,
+  EndpointRules,
+  type EndpointSpec,
+  EVERY_ENDPOINT,
+} from './endpoints.js';
 export { describeValue, RateLimitError, type RateLimitErrorCode } from './errors.js';
 export {
   type BucketRef,
   createLimiter,
-  type Decision,
-  type DecisionSource,
   type Limiter,
   type LimiterOptions,
   type LimitRequest,
   type StoreErrorPolicy,
 } from './limiter.js';
-export { type Identity, limitFor, MAX_LIMIT, PLANS, type Plan } from './plans.js';
+export {
+  isLimit,
+  type Limit,
+  type Limits,
+  MAX_BUCKET_UNITS,
+  MAX_INTERVAL_MS,
+  MAX_LIMITS_PER_REQUEST,
+  MAX_REFILL,
+  type PeriodOptions,
+  perDay,
+  perHour,
+  perMinute,
+  perSecond,
+  type TokenBucketOptions,
+  tokenBucket,
+} from './limits.js';
+export { type Identity, limitFor, MAX_LIMIT, PLANS, type Plan, type Plans, SPEC_PLANS } from './plans.js';
 export type { Store } from './store.js';

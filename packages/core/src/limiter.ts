@@ -1,46 +1,19 @@
-import { type Outcome, remainingTokens, resetAfterSeconds, retryAfterSeconds, UNITS_PER_TOKEN } from './bucket.js';
+import type { Outcome } from './bucket.js';
 import { DeadlineQueue } from './deadlines.js';
-import { DEFAULT_ENDPOINTS, type EndpointMode, type EndpointRule, EndpointRules } from './endpoints.js';
+import { type Decision, type DecisionSource, decide, decideWithoutStore } from './decision.js';
+import { DEFAULT_ENDPOINTS, type EndpointRule, EndpointRules, type EndpointSpec, EVERY_ENDPOINT } from './endpoints.js';
 import { describeValue, RateLimitError } from './errors.js';
-import { type Identity, limitFor } from './plans.js';
+import { type Limit, type Limits, limitList } from './limits.js';
+import { type Identity, PlanBook, type Plans } from './plans.js';
 import type { Store } from './store.js';
-
-/** Who answered a decision. */
-export type DecisionSource =
-  /** the configured store */
-  | 'store'
-  /** the fallback store, because the store failed or was over budget */
-  | 'fallback'
-  /** nobody: the store failed and the policy is 'allow' */
-  | 'fail-open'
-  /** nobody: the store failed and the policy is 'deny' */
-  | 'fail-closed'
-  /** nobody needed to: the endpoint has no rule */
-  | 'none';
-
-export interface Decision {
-  /** 'unlimited': the endpoint has no rule and no bucket was touched. */
-  mode: EndpointMode | 'unlimited';
-  /** False only when mode is 'enforce' and the request is limited. */
-  allowed: boolean;
-  /** The bucket lacked `cost` tokens (reported in shadow mode too). */
-  limited: boolean;
-  /** Bucket capacity = the limit in requests per minute (Infinity when unlimited). */
-  limit: number;
-  /** Whole tokens left after this request; 0 when limited (Infinity when unlimited). */
-  remaining: number;
-  /** Whole seconds: 0 when not limited, else ceil(seconds until `cost` tokens are there), at least 1. */
-  retryAfter: number;
-  /** Whole seconds until the bucket is full again. */
-  resetAfter: number;
-  /** Who answered. */
-  source: DecisionSource;
-  /** The endpoint rule key that applied, or null when none did. */
-  rule: string | null;
-}
 
 /** One request to limit: who is asking, for which endpoint, at what cost. */
 export interface LimitRequest extends Identity {
+  /**
+   * The request's own limits, one or several (all must admit it): they win over the endpoint rule's, `override` and
+   * `plan`. A request carrying limits is limited even where no endpoint rule matches: then under the rule `ALL /*`.
+   */
+  limits?: Limits;
   /**
    * The rule key the caller already resolved (`'POST /browsers'`, as `ruleFor` returns it: a map lookup), or a
    * concrete `'<METHOD> <path>'`, matched against the rules here, once.
@@ -53,14 +26,25 @@ export interface LimitRequest extends Identity {
 export interface BucketRef {
   organization: string;
   endpoint: string;
+  /** The limits whose buckets to reset; default every limit the endpoint's rule, the plans and overrides use. */
+  limits?: Limits;
 }
 
 export type StoreErrorPolicy = 'fallback' | 'deny' | 'allow' | 'throw';
 
 export interface LimiterOptions {
   store: Store;
-  /** Replaces DEFAULT_ENDPOINTS when given; spread DEFAULT_ENDPOINTS to extend them. */
-  endpoints?: Readonly<Record<string, EndpointMode>>;
+  /**
+   * Own plans, each a limit or an array of limits: they replace the spec's four (SPEC_PLANS). Default: the spec's.
+   */
+  plans?: Plans;
+  /** The plan a `trial: true` request is limited as: default 'startup' under the spec's plans, none under own plans. */
+  trialPlan?: string;
+  /**
+   * Endpoint rules, each a mode, limits of its own, or both (EndpointSpec). Default: the spec's (DEFAULT_ENDPOINTS)
+   * under the spec's plans; `{ 'ALL /*': 'enforce' }` (every request) when own `plans` are given.
+   */
+  endpoints?: Readonly<Record<string, EndpointSpec>>;
   /** Called after every decision, for metrics and logs; an exception in it never breaks consume. */
   onDecision?: (decision: Decision, request: LimitRequest) => void;
   /** What a decision does when the store fails or runs over budget; default 'fallback'. */
@@ -72,11 +56,11 @@ export interface LimiterOptions {
 }
 
 export interface Limiter {
-  /** Takes `cost` tokens (default 1) from the request's bucket and says whether the request may go on. */
+  /** Takes `cost` tokens (default 1) from each of the request's buckets, or from none, and says whether it may go on. */
   consume(request: LimitRequest): Promise<Decision>;
   /** The decision consume would give, charging nothing. */
   peek(request: LimitRequest): Promise<Decision>;
-  /** Makes the bucket full again. */
+  /** Makes the buckets full again. */
   reset(bucket: BucketRef): Promise<void>;
   /** The rule for a method and path, or undefined when the endpoint is unlimited. */
   ruleFor(method: string, path: string): EndpointRule | undefined;
@@ -88,6 +72,8 @@ export interface Limiter {
 
 const MAX_NAME_LENGTH = 256;
 
+const NONE: readonly never[] = Object.freeze([]);
+
 const UNLIMITED: Decision = Object.freeze({
   mode: 'unlimited',
   allowed: true,
@@ -96,9 +82,15 @@ const UNLIMITED: Decision = Object.freeze({
   remaining: Number.POSITIVE_INFINITY,
   retryAfter: 0,
   resetAfter: 0,
+  limits: NONE,
+  outcomes: NONE,
+  cost: 0,
   source: 'none',
   rule: null,
 }) as Decision;
+
+/** The rule of a request that carries its own limits where no endpoint rule matches. */
+const EVERY_REQUEST: EndpointRule = new EndpointRules(EVERY_ENDPOINT, new Set()).rules[0] as EndpointRule;
 
 /** Length in characters (code points), counted only when the cheap UTF-16 length could be over the bound. */
 function tooLong(value: string): boolean {
@@ -125,10 +117,13 @@ function badName(value: unknown, field: 'organization' | 'endpoint'): RateLimitE
   );
 }
 
-function checkCost(cost: unknown, limit: number): number {
+function checkCost(cost: unknown, limits: readonly Limit[]): number {
   if (cost === undefined) return 1;
   if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1) throw badCost(cost);
-  if (cost > limit) throw costOverLimit(cost, limit);
+  for (let i = 0; i < limits.length; i++) {
+    const limit = limits[i] as Limit;
+    if (cost > limit.capacity) throw costOverLimit(cost, limit);
+  }
   return cost;
 }
 
@@ -139,39 +134,15 @@ function badCost(cost: unknown): RateLimitError {
   );
 }
 
-function costOverLimit(cost: number, limit: number): RateLimitError {
+function costOverLimit(cost: number, limit: Limit): RateLimitError {
   return new RateLimitError(
     'cost_exceeds_limit',
-    `ratecard: cost ${cost} exceeds the limit of ${limit} requests per minute, so it could never be admitted`,
+    `ratecard: cost ${cost} exceeds the capacity ${limit.capacity} of limit ${limit.name}, so it could never be admitted`,
   );
 }
 
 function notARequest(request: unknown): RateLimitError {
   return new RateLimitError('invalid_argument', `ratecard: a request object is needed, got ${describeValue(request)}`);
-}
-
-function decide(outcome: Outcome, rule: EndpointRule, limit: number, cost: number, source: DecisionSource): Decision {
-  const limited = outcome < 0;
-  return {
-    mode: rule.mode,
-    allowed: !limited || rule.mode === 'shadow',
-    limited,
-    limit,
-    remaining: remainingTokens(outcome),
-    retryAfter: retryAfterSeconds(outcome, limit, cost),
-    resetAfter: resetAfterSeconds(outcome, limit),
-    source,
-    rule: rule.key,
-  };
-}
-
-/** The decision when the store failed and the policy answers without it. */
-function decideWithoutStore(policy: 'allow' | 'deny', rule: EndpointRule, limit: number, cost: number): Decision {
-  if (policy === 'allow') {
-    return decide((limit - cost) * UNITS_PER_TOKEN, rule, limit, cost, 'fail-open');
-  }
-  // Denying as if the bucket were empty: retry in the time one request's tokens take to refill.
-  return decide(-1, rule, limit, cost, 'fail-closed');
 }
 
 const POLICIES: readonly StoreErrorPolicy[] = ['fallback', 'deny', 'allow', 'throw'];
@@ -201,6 +172,7 @@ function storeError(error: unknown): RateLimitError {
 
 class TokenBucketLimiter implements Limiter {
   private readonly store: Store;
+  private readonly plans: PlanBook;
   private readonly endpointRules: EndpointRules;
   private readonly onDecision: LimiterOptions['onDecision'];
   private readonly policy: StoreErrorPolicy;
@@ -231,7 +203,17 @@ class TokenBucketLimiter implements Limiter {
     }
     this.store = store;
     this.fallback = fallback;
-    this.endpointRules = new EndpointRules(options.endpoints ?? DEFAULT_ENDPOINTS);
+    this.plans = new PlanBook(options.plans, options.trialPlan);
+    const ownPlans = options.plans !== undefined;
+    this.endpointRules = new EndpointRules(
+      options.endpoints ?? (ownPlans ? EVERY_ENDPOINT : DEFAULT_ENDPOINTS),
+      this.plans.names,
+    );
+    if (this.endpointRules.rules.length === 0) {
+      globalThis.process?.emitWarning?.(
+        'ratecard: createLimiter was given no endpoint rules, so it limits only requests that carry their own limits',
+      );
+    }
     if (options.onDecision !== undefined && typeof options.onDecision !== 'function') {
       throw new RateLimitError(
         'invalid_option',
@@ -286,10 +268,15 @@ class TokenBucketLimiter implements Limiter {
     this.checkOpen();
     checkName(bucket?.organization, 'organization');
     checkName(bucket?.endpoint, 'endpoint');
-    const key = this.endpointRules.forEndpoint(bucket.endpoint)?.key ?? bucket.endpoint;
-    if (this.fallback !== undefined) await this.fallback.reset(bucket.organization, key);
+    const rule = this.endpointRules.forEndpoint(bucket.endpoint);
+    const key = rule?.key ?? (bucket.limits !== undefined ? EVERY_REQUEST.key : bucket.endpoint);
+    const limits =
+      bucket.limits !== undefined
+        ? limitList(bucket.limits, 'limits', 'invalid_argument')
+        : this.plans.everyLimit(rule);
+    if (this.fallback !== undefined) await this.fallback.reset(bucket.organization, key, limits);
     try {
-      await this.deadlines.race(Promise.resolve(this.store.reset(bucket.organization, key)));
+      await this.deadlines.race(Promise.resolve(this.store.reset(bucket.organization, key, limits)));
     } catch (error) {
       throw storeError(error);
     }
@@ -313,23 +300,24 @@ class TokenBucketLimiter implements Limiter {
     const { organization, endpoint } = request;
     checkName(organization, 'organization');
     checkName(endpoint, 'endpoint');
-    const rule = this.endpointRules.forEndpoint(endpoint);
+    const own = request.limits;
+    const rule = this.endpointRules.forEndpoint(endpoint) ?? (own === undefined ? undefined : EVERY_REQUEST);
     // Validated even for an unlimited endpoint, so that a caller's bug shows wherever it is.
-    const limit = limitFor(request);
-    const cost = checkCost(request.cost, limit);
+    const limits = own === undefined ? this.plans.limitsFor(request, rule) : this.plans.ownLimits(request, own);
+    const cost = checkCost(request.cost, limits);
     if (rule === undefined) return this.report(UNLIMITED, request);
-    let outcome: Outcome;
+    let outcomes: Outcome[];
     try {
       // The budget goes to the store too, so that it drops a queued call before the policy below answers it.
       const answer =
         operation === 'consume'
-          ? this.store.consume(organization, rule.key, limit, cost, this.deadlines.budgetMs)
-          : this.store.peek(organization, rule.key, limit, cost);
-      outcome = typeof answer === 'number' ? answer : await this.deadlines.race(answer);
+          ? this.store.consume(organization, rule.key, limits, cost, this.deadlines.budgetMs)
+          : this.store.peek(organization, rule.key, limits, cost);
+      outcomes = Array.isArray(answer) ? answer : await this.deadlines.race(answer);
     } catch (error) {
-      return this.byPolicy(error, request, organization, operation, rule, limit, cost);
+      return this.byPolicy(error, request, organization, operation, rule, limits, cost);
     }
-    return this.report(decide(outcome, rule, limit, cost, 'store'), request);
+    return this.report(decide(outcomes, rule, limits, cost, 'store'), request);
   }
 
   /** The failure policy's decision, once the store failed or ran over budget (decide's one catch). */
@@ -339,21 +327,21 @@ class TokenBucketLimiter implements Limiter {
     organization: string,
     operation: Operation,
     rule: EndpointRule,
-    limit: number,
+    limits: readonly Limit[],
     cost: number,
   ): Promise<Decision> {
     const failure = storeError(error);
     const policy = this.policy;
     if (policy === 'allow' || policy === 'deny') {
-      return this.report(decideWithoutStore(policy, rule, limit, cost), request);
+      return this.report(decideWithoutStore(policy, rule, limits, cost), request);
     }
     const fallback = this.fallback;
     if (policy === 'throw' || fallback === undefined) throw failure;
-    const outcome =
+    const outcomes =
       operation === 'consume'
-        ? await fallback.consume(organization, rule.key, limit, cost)
-        : await fallback.peek(organization, rule.key, limit, cost);
-    return this.report(decide(outcome, rule, limit, cost, 'fallback'), request);
+        ? await fallback.consume(organization, rule.key, limits, cost)
+        : await fallback.peek(organization, rule.key, limits, cost);
+    return this.report(decide(outcomes, rule, limits, cost, 'fallback'), request);
   }
 
   private checkOpen(): void {
@@ -382,7 +370,7 @@ class TokenBucketLimiter implements Limiter {
   }
 }
 
-/** A limiter over a store: one token bucket per (organization, endpoint rule). */
+/** A limiter over a store: one token bucket per (organization, endpoint rule, limit). */
 export function createLimiter(options: LimiterOptions): Limiter {
   return new TokenBucketLimiter(options);
 }

@@ -1,8 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_ENDPOINTS, EndpointRules } from '../src/index.js';
+import { DEFAULT_ENDPOINTS, EndpointRules, EVERY_ENDPOINT, perMinute, perSecond } from '../src/index.js';
+
+const PLAN_NAMES = new Set(['developer', 'hobbyist', 'startup', 'enterprise']);
+const rulesOf = (endpoints: ConstructorParameters<typeof EndpointRules>[0]) => new EndpointRules(endpoints, PLAN_NAMES);
 
 describe('endpoint rules', () => {
-  const rules = new EndpointRules(DEFAULT_ENDPOINTS);
+  const rules = rulesOf(DEFAULT_ENDPOINTS);
 
   it('enforces POST /browsers and shadows the other three spec endpoints', () => {
     expect(DEFAULT_ENDPOINTS).toEqual({
@@ -35,18 +38,117 @@ describe('endpoint rules', () => {
   });
 
   it.each(['browsers', 'POST browsers', 'post /browsers', 'POST  /browsers', ''])('rejects the rule key %j', (key) => {
-    expect(() => new EndpointRules({ [key]: 'enforce' })).toThrowError(
-      expect.objectContaining({ code: 'invalid_option' }),
-    );
+    expect(() => rulesOf({ [key]: 'enforce' })).toThrowError(expect.objectContaining({ code: 'invalid_option' }));
   });
 
   it('rejects a mode other than enforce or shadow', () => {
-    expect(() => new EndpointRules({ 'POST /x': 'block' as 'enforce' })).toThrowError(/must be 'enforce' or 'shadow'/);
+    expect(() => rulesOf({ 'POST /x': 'block' as 'enforce' })).toThrowError(/must be 'enforce', 'shadow', a limit/);
+    expect(() => rulesOf({ 'POST /x': { mode: 'block' as 'enforce' } })).toThrowError(
+      /mode must be 'enforce' or 'shadow'/,
+    );
   });
 
   it('rejects two rules that match the same paths', () => {
-    expect(() => new EndpointRules({ 'PUT /pools/:id': 'enforce', 'PUT /pools/:name': 'shadow' })).toThrowError(
+    expect(() => rulesOf({ 'PUT /pools/:id': 'enforce', 'PUT /pools/:name': 'shadow' })).toThrowError(
       /match the same paths/,
     );
+    expect(() => rulesOf({ 'ALL /api/*': 'enforce', 'ALL /api/*/': 'shadow' })).toThrowError(/match the same paths/);
+  });
+});
+
+describe('endpoint rules: ALL and a trailing *', () => {
+  it('matches any method under ALL', () => {
+    const rules = rulesOf({ 'ALL /upload': 'enforce' });
+    for (const method of ['GET', 'POST', 'delete', 'PATCH'])
+      expect(rules.forRequest(method, '/upload')?.key).toBe('ALL /upload');
+    expect(rules.forRequest('POST', '/upload/x')).toBeUndefined();
+  });
+
+  it('matches any number of segments under a trailing *, none included', () => {
+    const rules = rulesOf({ 'POST /api/*': 'enforce' });
+    expect(rules.forRequest('POST', '/api')?.key).toBe('POST /api/*');
+    expect(rules.forRequest('POST', '/api/upload')?.key).toBe('POST /api/*');
+    expect(rules.forRequest('POST', '/api/a/b/c?x=1')?.key).toBe('POST /api/*');
+    expect(rules.forRequest('POST', '/apix')).toBeUndefined();
+    expect(rules.forRequest('GET', '/api/upload')).toBeUndefined();
+  });
+
+  it("limits every request under the own-plans default, 'ALL /*'", () => {
+    const rules = rulesOf(EVERY_ENDPOINT);
+    expect(EVERY_ENDPOINT).toEqual({ 'ALL /*': 'enforce' });
+    expect(rules.forRequest('GET', '/')?.key).toBe('ALL /*');
+    expect(rules.forRequest('POST', '/api/upload')?.key).toBe('ALL /*');
+  });
+
+  it('tries the most specific rule first, whatever the order given', () => {
+    const rules = rulesOf({
+      'ALL /*': 'shadow',
+      'ALL /api/*': 'enforce',
+      'POST /api/*': 'enforce',
+      'ALL /api/users': 'enforce',
+      'POST /api/users/:id': 'enforce',
+      'POST /api/users/me': 'enforce',
+    });
+    expect(rules.forRequest('POST', '/api/users/me')?.key).toBe('POST /api/users/me');
+    expect(rules.forRequest('POST', '/api/users/42')?.key).toBe('POST /api/users/:id');
+    expect(rules.forRequest('POST', '/api/users')?.key).toBe('ALL /api/users');
+    expect(rules.forRequest('POST', '/api/orders')?.key).toBe('POST /api/*');
+    expect(rules.forRequest('GET', '/api/orders')?.key).toBe('ALL /api/*');
+    expect(rules.forRequest('GET', '/health')?.key).toBe('ALL /*');
+  });
+
+  it.each(['POST /api/*/x', 'POST /api*', 'POST /*x', 'ALL /a/b*c'])(
+    "refuses the rule key %j: '*' stands only as the whole last segment",
+    (key) => {
+      expect(() => rulesOf({ [key]: 'enforce' })).toThrowError(
+        expect.objectContaining({ code: 'invalid_option', message: expect.stringMatching(/'\*' may only stand/) }),
+      );
+    },
+  );
+});
+
+describe('endpoint rules with limits of their own', () => {
+  it('reads a limit, a list of limits, or { mode, limits } as the rule', () => {
+    const export2 = perMinute(2);
+    const burst = [perSecond(5, { burst: 10 }), perMinute(100)];
+    const rules = rulesOf({
+      'POST /export': export2,
+      'POST /search': burst,
+      'POST /quiet': { mode: 'shadow', limits: export2 },
+      'POST /plain': { mode: 'shadow' },
+    });
+    expect(rules.forEndpoint('POST /export')).toMatchObject({ mode: 'enforce', limits: [export2] });
+    expect(rules.forEndpoint('POST /search')).toMatchObject({ mode: 'enforce', limits: burst });
+    expect(rules.forEndpoint('POST /quiet')).toMatchObject({ mode: 'shadow', limits: [export2] });
+    expect(rules.forEndpoint('POST /plain')).toMatchObject({ mode: 'shadow', limits: undefined });
+  });
+
+  it('reads limits per plan', () => {
+    const rule = rulesOf({ 'POST /search': { limits: { developer: perMinute(30), enterprise: [perSecond(10)] } } })
+      .rules[0];
+    expect(rule?.limits).toBeUndefined();
+    expect(rule?.planLimits?.get('developer')).toEqual([perMinute(30)]);
+    expect(rule?.planLimits?.has('hobbyist')).toBe(false);
+  });
+
+  it('refuses limits per plan that name an unknown plan, naming the plans', () => {
+    expect(() => rulesOf({ 'POST /search': { limits: { gold: perMinute(30) } } })).toThrowError(
+      expect.objectContaining({ code: 'unknown_plan', message: expect.stringMatching(/developer, hobbyist/) }),
+    );
+  });
+
+  it('refuses values that are neither a mode nor limits', () => {
+    for (const spec of [
+      5,
+      null,
+      { capacity: 5, refill: 5, intervalMs: 1_000 },
+      { limits: 5 },
+      { mode: 'enforce', x: 1 },
+    ]) {
+      expect(() => rulesOf({ 'POST /x': spec as unknown as 'enforce' }), JSON.stringify(spec)).toThrowError(
+        expect.objectContaining({ code: 'invalid_option' }),
+      );
+    }
+    expect(() => rulesOf({ 'POST /x': [perSecond(1), perSecond(2)] })).toThrowError(/two limits named "1s"/);
   });
 });

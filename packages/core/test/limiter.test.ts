@@ -2,10 +2,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   createLimiter,
   type Decision,
+  type Limit,
   type Limiter,
   type LimitRequest,
+  perHour,
+  perSecond,
   RateLimitError,
-  UNITS_PER_TOKEN,
+  SPEC_PLANS,
 } from '../src/index.js';
 import { ScriptedStore } from './scripted-store.js';
 
@@ -44,9 +47,18 @@ describe('createLimiter', () => {
       remaining: 9,
       retryAfter: 0,
       resetAfter: 6,
+      limits: [SPEC_PLANS.developer],
+      outcomes: [9 * 6_000],
+      cost: 1,
       source: 'store',
       rule: 'POST /browsers',
     });
+  });
+
+  it("keeps the spec's default: developer gets 10 a minute, the 11th waits 6 s", async () => {
+    const { limiter } = make();
+    for (let i = 0; i < 10; i++) expect((await limiter.consume(developer)).allowed).toBe(true);
+    expect(await limiter.consume(developer)).toMatchObject({ allowed: false, limit: 10, remaining: 0, retryAfter: 6 });
   });
 
   it('answers unlimited for an endpoint without a rule, touching no bucket', async () => {
@@ -95,6 +107,15 @@ describe('createLimiter', () => {
       ['an infinite cost', { cost: Number.POSITIVE_INFINITY }, 'invalid_argument'],
       ['a cost above the limit', { cost: 11 }, 'cost_exceeds_limit'],
       ['an invalid override', { override: 0 }, 'invalid_argument'],
+      [
+        'limits that are not made by a limit helper',
+        { limits: { capacity: 5 } as unknown as Limit },
+        'invalid_argument',
+      ],
+      ['no limits at all', { limits: [] }, 'invalid_argument'],
+      ['two limits of one name', { limits: [perSecond(5), perSecond(50)] }, 'invalid_argument'],
+      ['a cost above one of its limits', { limits: [perSecond(10), perHour(5)], cost: 6 }, 'cost_exceeds_limit'],
+      ['an unknown plan beside its own limits', { plan: 'gold', limits: perSecond(1) }, 'unknown_plan'],
     ];
     it.each(cases)('%s', async (_label, change, code) => {
       const { store, limiter } = make();
@@ -126,13 +147,14 @@ describe('createLimiter', () => {
   });
 
   it('decides at once from a store that answers with plain values', async () => {
-    const full = 10 * UNITS_PER_TOKEN;
+    // perMinute(10) counts a token as 6 000 units.
+    const full = 10 * 6_000;
     let calls = 0;
     const inProcess = createLimiter({
       store: {
         shared: false,
-        consume: (_o, _e, _l, cost) => full - ++calls * cost * UNITS_PER_TOKEN,
-        peek: () => full,
+        consume: (_o, _e, _l, cost) => [full - ++calls * cost * 6_000],
+        peek: () => [full],
         reset: () => undefined,
         close: () => undefined,
       },
@@ -254,7 +276,7 @@ describe('failure policy, in the corners', () => {
     limiter.consume(developer).then((decision) => seen.push(decision));
     await new Promise((resolve) => setTimeout(resolve, 80));
     expect(seen.map((d) => d.source)).toEqual(['fail-open', 'fail-open']);
-    store.held[0]?.(0);
+    store.held[0]?.([0]);
     store.held[1]?.(new Error('late'));
     await new Promise((resolve) => setTimeout(resolve, 10));
     expect(seen).toHaveLength(2);
@@ -264,8 +286,8 @@ describe('failure policy, in the corners', () => {
     const { store, limiter } = make({ onStoreError: 'throw' });
     store.behaviour = 'hold';
     const pending = limiter.consume(developer);
-    // Half a token held: the other half takes 3 s at 10 per minute.
-    store.held[0]?.(-1 - 30_000);
+    // Half a token held (3 000 of 6 000 units): the other half takes 3 s at 10 per minute.
+    store.held[0]?.([-1 - 3_000]);
     expect(await pending).toMatchObject({ allowed: false, retryAfter: 3, source: 'store' });
   });
 

@@ -1,5 +1,20 @@
-import { describe, expect, it } from 'vitest';
-import { limitFor, MAX_LIMIT, PLANS, type Plan, RateLimitError } from '../src/index.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  createLimiter,
+  type Limiter,
+  type LimiterOptions,
+  type LimitRequest,
+  limitFor,
+  MAX_LIMIT,
+  PLANS,
+  type Plan,
+  perHour,
+  perMinute,
+  perSecond,
+  RateLimitError,
+  SPEC_PLANS,
+} from '../src/index.js';
+import { ScriptedStore } from './scripted-store.js';
 
 describe('plans', () => {
   it('gives the spec requests per minute for each plan', () => {
@@ -42,4 +57,105 @@ describe('plans', () => {
       expect((error as RateLimitError).message).toMatch(/^ratecard: override must be/);
     },
   );
+});
+
+describe('spec plans as limits', () => {
+  it('are perMinute(rpm) of each plan, named 1m', () => {
+    for (const [plan, rpm] of Object.entries(PLANS)) {
+      expect(SPEC_PLANS[plan as Plan]).toMatchObject({ name: '1m', capacity: rpm, refill: rpm, intervalMs: 60_000 });
+    }
+  });
+});
+
+describe('own plans', () => {
+  const free = perMinute(3);
+  const pro = [perSecond(2, { burst: 4 }), perHour(100)];
+  const plans = { free, pro };
+  let limiter: Limiter | undefined;
+  afterEach(async () => {
+    await limiter?.close();
+    limiter = undefined;
+  });
+  const make = (options: Partial<LimiterOptions> = {}) => {
+    const store = new ScriptedStore();
+    limiter = createLimiter({ store, fallback: new ScriptedStore(), plans, ...options });
+    return { store, limiter };
+  };
+  const ask = (plan: string, extra: Partial<LimitRequest> = {}): LimitRequest => ({
+    organization: 'o',
+    endpoint: 'POST /api/upload',
+    plan,
+    ...extra,
+  });
+
+  it("limit every request when no endpoints are given, under the rule 'ALL /*'", async () => {
+    const { limiter } = make();
+    const decisions = [];
+    for (let i = 0; i < 4; i++) decisions.push(await limiter.consume(ask('free')));
+    expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, false]);
+    expect(decisions[3]).toMatchObject({ rule: 'ALL /*', limit: 3, retryAfter: 20, limits: [free] });
+    expect((await limiter.consume(ask('free', { endpoint: 'GET /anything/else' }))).rule).toBe('ALL /*');
+  });
+
+  it('give a plan of several limits all of them', async () => {
+    const { limiter } = make();
+    const decision = await limiter.consume(ask('pro'));
+    expect(decision).toMatchObject({ limits: pro, limit: 4, remaining: 3 });
+  });
+
+  it('replace the spec plans: a spec plan name is unknown_plan, naming the known plans', async () => {
+    const { store, limiter } = make();
+    for (const plan of ['developer', 'gold', '__proto__', undefined]) {
+      await expect(limiter.consume(ask(plan as string))).rejects.toMatchObject({
+        code: 'unknown_plan',
+        message: expect.stringMatching(/^ratecard: plan must be one of free, pro, got /),
+      });
+    }
+    expect(store.calls).toBe(0);
+  });
+
+  it('refuse a trial request unless trialPlan says which plan a trial is limited as', async () => {
+    const { store, limiter } = make();
+    await expect(limiter.consume(ask('free', { trial: true }))).rejects.toMatchObject({
+      code: 'invalid_argument',
+      message: expect.stringMatching(/trialPlan/),
+    });
+    expect(store.calls).toBe(0);
+    await limiter.close();
+    const withTrial = make({ trialPlan: 'pro' });
+    expect((await withTrial.limiter.consume(ask('free', { trial: true }))).limits).toEqual(pro);
+    expect((await withTrial.limiter.consume(ask('free'))).limits).toEqual([free]);
+  });
+
+  it('refuse a trialPlan that is not a plan, at construction', () => {
+    expect(() =>
+      createLimiter({ store: new ScriptedStore(), onStoreError: 'allow', plans, trialPlan: 'startup' }),
+    ).toThrowError(expect.objectContaining({ code: 'unknown_plan', message: expect.stringMatching(/free, pro/) }));
+  });
+
+  it('keep override meaning requests per minute, under the same 1m bucket name', async () => {
+    const { limiter } = make();
+    expect(await limiter.consume(ask('pro', { override: 50 }))).toMatchObject({ limit: 50, limits: [perMinute(50)] });
+  });
+
+  it('are checked at construction: empty, not an object, or not limits', () => {
+    const store = new ScriptedStore();
+    const bad: unknown[] = [
+      {},
+      [],
+      null,
+      'free',
+      { free: 10 },
+      { free: { capacity: 3, refill: 3, intervalMs: 60_000 } },
+    ];
+    for (const value of bad) {
+      expect(
+        () => createLimiter({ store, onStoreError: 'allow', plans: value as LimiterOptions['plans'] }),
+        JSON.stringify(value),
+      ).toThrowError(expect.objectContaining({ code: 'invalid_option' }));
+    }
+    expect(() =>
+      createLimiter({ store, onStoreError: 'allow', plans: { a: [perSecond(1), perSecond(9)] } }),
+    ).toThrowError(/two limits named "1s"/);
+  });
 });

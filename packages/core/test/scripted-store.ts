@@ -1,12 +1,12 @@
-import { type Outcome, type Store, take, UNITS_PER_TOKEN, unitsAt } from '../src/index.js';
+import { type BucketShape, type Limit, type Outcome, type Store, take, unitsAt } from '../src/index.js';
 
 /** 'throw': throws from the call itself, against the contract; 'hold': answers when the test calls `release`. */
 export type Behaviour = 'answer' | 'reject' | 'hang' | 'throw' | 'hold';
 
 /**
- * An asynchronous store for exercising the limiter's failure policy: it keeps buckets with core's arithmetic and
- * answers, rejects, throws, holds or never answers, as the test sets `behaviour`. Calls are counted so tests can prove that bad
- * input reaches no store.
+ * An asynchronous store for exercising the limiter's failure policy: it keeps buckets with core's arithmetic, all or
+ * nothing per call, and answers, rejects, throws, holds or never answers, as the test sets `behaviour`. Calls are
+ * counted so tests can prove that bad input reaches no store.
  */
 export class ScriptedStore implements Store {
   readonly shared = true;
@@ -16,9 +16,12 @@ export class ScriptedStore implements Store {
   closed = false;
   /** The budget the limiter passed with the last consume. */
   lastBudgetMs: number | undefined;
-  /** Calls held under 'hold': each settles its call with an outcome or an error, once. */
-  readonly held: ((answer: Outcome | Error) => void)[] = [];
-  private readonly buckets = new Map<string, { units: number; at: number; limit: number }>();
+  /** The limits of the last call, and the bucket keys each call touched (`endpoint limit-name`). */
+  lastLimits: readonly Limit[] = [];
+  readonly keys: string[] = [];
+  /** Calls held under 'hold': each settles its call with outcomes or an error, once. */
+  readonly held: ((answer: Outcome[] | Error) => void)[] = [];
+  private readonly buckets = new Map<string, { units: number; at: number; shape: BucketShape }>();
 
   private answer<T>(work: () => T): Promise<T> {
     this.calls++;
@@ -33,30 +36,52 @@ export class ScriptedStore implements Store {
     return Promise.resolve().then(work);
   }
 
-  private unitsHeld(key: string, limit: number): number {
-    const bucket = this.buckets.get(key);
-    return bucket === undefined
-      ? limit * UNITS_PER_TOKEN
-      : unitsAt(bucket.units, bucket.at, bucket.limit, this.now, limit);
+  private key(organization: string, endpoint: string, limit: Limit): string {
+    return `${organization}\u0000${endpoint}\u0000${limit.name}`;
   }
 
-  consume(organization: string, endpoint: string, limit: number, cost: number, budgetMs?: number): Promise<Outcome> {
+  private unitsHeld(key: string, limit: Limit): number {
+    const bucket = this.buckets.get(key);
+    return bucket === undefined
+      ? limit.capacity * limit.unitsPerToken
+      : unitsAt(bucket.units, bucket.at, bucket.shape, this.now, limit);
+  }
+
+  /** Every limit's outcome, all or nothing: when one refuses, each reports what it holds, as a negative outcome. */
+  private outcomes(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Outcome[] {
+    this.lastLimits = limits;
+    const held = limits.map((limit) => this.unitsHeld(this.key(organization, endpoint, limit), limit));
+    const outcomes = limits.map((limit, i) => take(held[i] as number, cost, limit));
+    return outcomes.every((outcome) => outcome >= 0) ? outcomes : held.map((units) => -1 - units);
+  }
+
+  consume(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    cost: number,
+    budgetMs?: number,
+  ): Promise<Outcome[]> {
     this.lastBudgetMs = budgetMs;
     return this.answer(() => {
-      const key = `${organization}\u0000${endpoint}`;
-      const outcome = take(this.unitsHeld(key, limit), cost);
-      if (outcome >= 0) this.buckets.set(key, { units: outcome, at: this.now, limit });
-      return outcome;
+      const outcomes = this.outcomes(organization, endpoint, limits, cost);
+      limits.forEach((limit, i) => {
+        this.keys.push(`${endpoint} ${limit.name}`);
+        const outcome = outcomes[i] as Outcome;
+        if (outcome >= 0)
+          this.buckets.set(this.key(organization, endpoint, limit), { units: outcome, at: this.now, shape: limit });
+      });
+      return outcomes;
     });
   }
 
-  peek(organization: string, endpoint: string, limit: number, cost: number): Promise<Outcome> {
-    return this.answer(() => take(this.unitsHeld(`${organization}\u0000${endpoint}`, limit), cost));
+  peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Promise<Outcome[]> {
+    return this.answer(() => this.outcomes(organization, endpoint, limits, cost));
   }
 
-  reset(organization: string, endpoint: string): Promise<void> {
+  reset(organization: string, endpoint: string, limits: readonly Limit[]): Promise<void> {
     return this.answer(() => {
-      this.buckets.delete(`${organization}\u0000${endpoint}`);
+      for (const limit of limits) this.buckets.delete(this.key(organization, endpoint, limit));
     });
   }
 

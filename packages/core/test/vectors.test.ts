@@ -1,5 +1,6 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { MAX_BUCKET_UNITS, tokenBucket } from '../src/index.js';
 import { ExactBucketModel, TEST_VECTORS } from '../src/testing.js';
 import { generateVectors } from './vector-cases.js';
 
@@ -11,8 +12,10 @@ function formatVectors(vectors: ReturnType<typeof generateVectors>): string {
     (vector) =>
       `  {\n   "name": ${JSON.stringify(vector.name)},\n   "steps": [\n${vector.steps.map((step) => `    ${JSON.stringify(step)}`).join(',\n')}\n   ]\n  }`,
   );
-  return `{\n "description": ${JSON.stringify(vectors.description)},\n "unitsPerToken": ${vectors.unitsPerToken},\n "cases": [\n${cases.join(',\n')}\n ]\n}\n`;
+  return `{\n "description": ${JSON.stringify(vectors.description)},\n "unit": ${JSON.stringify(vectors.unit)},\n "cases": [\n${cases.join(',\n')}\n ]\n}\n`;
 }
+
+const steps = TEST_VECTORS.cases.flatMap((vector) => vector.steps);
 
 describe('test vectors', () => {
   it('match what the arithmetic generates today (regenerate with UPDATE_VECTORS=1)', () => {
@@ -22,7 +25,7 @@ describe('test vectors', () => {
   });
 
   it('agree step by step with the exact rational model', () => {
-    let steps = 0;
+    let compared = 0;
     for (const vector of TEST_VECTORS.cases) {
       const model = new ExactBucketModel();
       for (const step of vector.steps) {
@@ -44,16 +47,48 @@ describe('test vectors', () => {
           },
           `${vector.name} at ${step.at}`,
         ).toEqual(expected);
-        steps++;
+        compared++;
       }
     }
-    expect(steps).toBeGreaterThan(900);
+    expect(compared).toBeGreaterThan(1_500);
   });
 
-  it('cover every plan and both outcomes', () => {
-    const all = TEST_VECTORS.cases.flatMap((vector) => vector.steps);
-    for (const limit of [10, 25, 100, 250]) expect(all.some((step) => step.limit === limit)).toBe(true);
-    expect(all.some((step) => step.limited === true)).toBe(true);
-    expect(all.some((step) => step.limited === false)).toBe(true);
+  it('cover every plan, both outcomes and intervals from 7 ms to a day', () => {
+    for (const rpm of [10, 25, 100, 250]) {
+      expect(
+        steps.some(({ limit }) => limit.capacity === rpm && limit.refill === rpm && limit.intervalMs === 60_000),
+      ).toBe(true);
+    }
+    expect(steps.some((step) => step.limited === true)).toBe(true);
+    expect(steps.some((step) => step.limited === false)).toBe(true);
+    for (const intervalMs of [7, 250, 1_000, 60_000, 3_600_000, 86_400_000]) {
+      expect(steps.some((step) => step.limit.intervalMs === intervalMs)).toBe(true);
+    }
+  });
+
+  it('cover bursts above and below the rate, costs above one and the largest bucket', () => {
+    expect(steps.some(({ limit }) => limit.capacity > limit.refill)).toBe(true);
+    expect(steps.some(({ limit }) => limit.capacity < limit.refill)).toBe(true);
+    expect(steps.some((step) => step.cost > 1 && step.limited === false)).toBe(true);
+    expect(steps.some((step) => step.cost > 1 && step.limited === true)).toBe(true);
+    const units = steps.map(({ limit }) => tokenBucket(limit)).map((l) => l.capacity * l.unitsPerToken);
+    expect(Math.max(...units)).toBeGreaterThan(MAX_BUCKET_UNITS * 0.99);
+    expect(Math.max(...units)).toBeLessThanOrEqual(MAX_BUCKET_UNITS);
+  });
+
+  it('cover limit changes that change the unit, in both directions', () => {
+    const unitOf = (limit: (typeof steps)[number]['limit']) => tokenBucket(limit).unitsPerToken;
+    let finer = 0;
+    let coarser = 0;
+    for (const vector of TEST_VECTORS.cases) {
+      for (let i = 1; i < vector.steps.length; i++) {
+        const before = unitOf((vector.steps[i - 1] as (typeof steps)[number]).limit);
+        const after = unitOf((vector.steps[i] as (typeof steps)[number]).limit);
+        if (after > before) finer++;
+        if (after < before) coarser++;
+      }
+    }
+    expect(finer).toBeGreaterThan(3);
+    expect(coarser).toBeGreaterThan(3);
   });
 });

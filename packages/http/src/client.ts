@@ -241,13 +241,15 @@ function quotaReadyAt(quota: Quota, at: number, inFlight: number, now: number): 
 
 /**
  * Answers to concurrent requests can arrive out of order. Within one window a quota only goes down, so a count higher
- * than the one already known for the same window (same policy, a reset within a second and a half) is a stale answer.
+ * than the one already known for the same window (same policy, a reset within a second and a half, or within half the
+ * window for a shorter one such as a per-second limit's) is a stale answer.
  */
 function lowest(quota: Quota, now: number, budget: Budget): Quota {
   if (quota.resetMs === undefined) return quota;
   const known = budget.quotas.find((old) => old.source === quota.source && old.policy === quota.policy);
   if (known?.resetMs === undefined || known.remaining >= quota.remaining) return quota;
-  const sameWindow = Math.abs(budget.quotaAt + known.resetMs - (now + quota.resetMs)) < 1500;
+  const tolerance = Math.min(1500, (quota.windowMs ?? Number.POSITIVE_INFINITY) / 2);
+  const sameWindow = Math.abs(budget.quotaAt + known.resetMs - (now + quota.resetMs)) < tolerance;
   return sameWindow ? { ...quota, remaining: known.remaining } : quota;
 }
 

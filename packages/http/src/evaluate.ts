@@ -1,13 +1,17 @@
-import { type Decision, describeValue, type Identity, type Limiter, RateLimitError } from '@ratecard/core';
+import { type Decision, describeValue, type Limiter, type LimitRequest, RateLimitError } from '@ratecard/core';
 import { INTERNAL_ERROR, RATE_LIMIT_EXCEEDED } from './body.js';
 import { checkPolicy, type RateLimitHeaderOptions, rateLimitHeaders } from './headers.js';
 
-export type { Identity };
+/**
+ * Who sent a request and what limits it: everything of a `LimitRequest` but the endpoint, which the middleware finds.
+ * `{ organization, plan }` under plans; `{ organization: ip, limits: perSecond(5) }` for limits of the caller's own.
+ */
+export type Identity = Omit<LimitRequest, 'endpoint'>;
 
 /**
  * Tells who sent a request, or null (or undefined) for a request it cannot tell: that request goes on untouched, so
- * authentication further on can answer it. Called only for requests that match a rule. An exception in it is the
- * application's: each adapter hands it to the framework's error handling (see docs/http.md).
+ * authentication further on can answer it. An exception in it is the application's: on a request that matches a rule
+ * each adapter hands it to the framework's error handling (see docs/http.md).
  */
 export type Identify<Request> = (
   request: Request,
@@ -92,7 +96,7 @@ export function resolveOptions<Request>(options: RateLimitOptions<Request>): Res
   if (typeof identify !== 'function') {
     throw new RateLimitError(
       'invalid_option',
-      `ratecard: identify must be a function returning { organization, plan } or null, got ${describeValue(identify)}`,
+      `ratecard: identify must be a function returning { organization, plan } or { organization, limits }, or null, got ${describeValue(identify)}`,
     );
   }
   if (onError !== undefined && typeof onError !== 'function') {
@@ -151,8 +155,12 @@ export function requestPath(target: string): string {
 /**
  * The one decision every adapter makes: find the rule for the method and path (the only match against the rules on
  * the way: the limiter gets the rule's key), identify the sender, consume a token and say what to answer. It rejects
- * only when `identify` throws or rejects (that error is the application's); a limiter failure is a 500 verdict
- * carrying the error.
+ * only when `identify` throws or rejects on a request that matches a rule (that error is the application's); a limiter
+ * failure is a 500 verdict carrying the error.
+ *
+ * A request that matches no rule is limited only by limits `identify` gives it, under the rule key `ALL /*`. Until
+ * `identify` could give limits it was not called for such requests at all, so an exception there lets the request go
+ * on untouched, as it did then: the application's authentication, not the limiter, answers it.
  */
 export async function evaluate<Request>(
   options: ResolvedOptions<Request>,
@@ -160,13 +168,31 @@ export async function evaluate<Request>(
   target: string,
   request: Request,
 ): Promise<Verdict> {
-  const rule = options.limiter.ruleFor(method, requestPath(target));
-  if (rule === undefined) return PASS;
-  const identity = await options.identify(request);
+  const path = requestPath(target);
+  const rule = options.limiter.ruleFor(method, path);
+  let identity: Identity | null | undefined;
+  if (rule !== undefined) identity = await options.identify(request);
+  else {
+    try {
+      identity = await options.identify(request);
+    } catch {
+      return PASS;
+    }
+    if (identity?.limits === undefined) return PASS;
+  }
   if (identity === null || identity === undefined) return PASS;
-  const { organization, plan, trial, override } = identity;
+  const { organization, plan, trial, override, limits, cost } = identity;
   try {
-    const decision = await options.limiter.consume({ organization, plan, trial, override, endpoint: rule.key });
+    const decision = await options.limiter.consume({
+      organization,
+      plan,
+      trial,
+      override,
+      limits,
+      cost,
+      // Where no rule matches, the limiter counts a request carrying limits under its catch-all rule `ALL /*`.
+      endpoint: rule?.key ?? `${method} ${path}`,
+    });
     return verdictFor(decision, options.headers);
   } catch (error) {
     return failed(error);

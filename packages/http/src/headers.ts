@@ -1,19 +1,27 @@
-import { type Decision, describeValue, RateLimitError } from '@ratecard/core';
+import {
+  ceilDiv,
+  type Decision,
+  describeValue,
+  type Limit,
+  type LimitState,
+  limitStates,
+  RateLimitError,
+} from '@ratecard/core';
 
 export interface RateLimitHeaderOptions {
   /**
-   * Also send the IETF draft fields (draft-ietf-httpapi-ratelimit-headers): `RateLimit-Policy` and `RateLimit`.
-   * Default false.
+   * Also send the IETF draft fields (draft-ietf-httpapi-ratelimit-headers): `RateLimit-Policy` and `RateLimit`, one
+   * item per limit of the decision. Default false.
    */
   ietf?: boolean;
-  /** The quota policy name in the IETF fields; default the decision's rule key, e.g. `POST /browsers`. */
+  /**
+   * A prefix for the IETF item names: `policy: 'api'` names the items `"api:1s"`, `"api:1h"`. Default none: each item
+   * is named by its limit, `"1s"`, `"1h"`.
+   */
   policy?: string;
   /** Send the headers on shadow-mode decisions too (they never answer 429, so there is no Retry-After). Default false. */
   shadowHeaders?: boolean;
 }
-
-/** The bucket refills its whole capacity in this many seconds: the `w` of the IETF policy. */
-const WINDOW_SECONDS = 60;
 
 /** Characters an RFC 9651 sf-string may hold: printable ASCII. `"` and `\` are escaped, the rest pass. */
 const STRING_CHARS = /^[\x20-\x7e]*$/;
@@ -23,22 +31,11 @@ function sfString(value: string): string {
 }
 
 /**
- * A policy name as an RFC 9651 String. A name given by the caller must already be printable ASCII (a bad name is a
- * configuration mistake, so it throws `invalid_option`); a default taken from a rule key has any other character
- * percent-encoded, because a rule key is only required to be free of whitespace.
+ * Seconds in which the limit refills its whole capacity from empty: the `w` of its IETF policy, capacity × intervalMs
+ * / refill rounded up, computed in the limit's own units (capacity × U / R ms) so it stays exact.
  */
-function policyName(decision: Decision, policy: string | undefined): string {
-  if (policy !== undefined) {
-    checkPolicy(policy);
-    return sfString(policy);
-  }
-  const key = decision.rule ?? 'default';
-  if (STRING_CHARS.test(key)) return sfString(key);
-  let ascii = '';
-  for (const byte of new TextEncoder().encode(key)) {
-    ascii += byte >= 0x20 && byte <= 0x7e ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase()}`;
-  }
-  return sfString(ascii);
+function windowSeconds(limit: Limit): number {
+  return ceilDiv(limit.capacity * limit.unitsPerToken, limit.unitsPerMs * 1000);
 }
 
 /** Throws `invalid_option` unless `policy` can be an RFC 9651 String: printable ASCII, at most 256 characters. */
@@ -60,30 +57,46 @@ function retryAfterOf(decision: Decision): number {
 /**
  * The response headers for a decision, as a plain record (no framework object is touched).
  *
- * - enforced, allowed: `X-RateLimit-Limit`, `X-RateLimit-Remaining`;
- * - enforced, denied: the same with `X-RateLimit-Remaining: 0`, plus `Retry-After` in whole seconds (at least 1);
+ * - enforced, allowed: `X-RateLimit-Limit`, `X-RateLimit-Remaining`, of the decision's most restrictive limit;
+ * - enforced, denied: the same with `X-RateLimit-Remaining: 0`, plus `Retry-After` in whole seconds (at least 1): when
+ *   every limit admits the request again;
  * - shadow: nothing, unless `shadowHeaders` (then the two X- headers, never Retry-After: the request goes on);
  * - unlimited (no rule): nothing.
  *
- * With `ietf`, also `RateLimit-Policy: "<policy>";q=<limit>;w=60` and `RateLimit: "<policy>";r=<remaining>;t=<s>`,
- * where `t` equals Retry-After on a denial and is the seconds until the bucket is full again otherwise.
+ * With `ietf`, also `RateLimit-Policy` and `RateLimit`, one item per limit named by the limit (docs/http.md):
+ * `"1s";q=10;w=1, "1h";q=1000;w=3600` and `"1s";r=0;t=1, "1h";r=990;t=36`.
  */
 export function rateLimitHeaders(decision: Decision, options: RateLimitHeaderOptions = {}): Record<string, string> {
   const headers: Record<string, string> = {};
   if (decision.mode === 'unlimited') return headers;
   if (decision.mode === 'shadow' && options.shadowHeaders !== true) return headers;
   const denied = !decision.allowed;
-  const remaining = denied ? 0 : decision.remaining;
   headers['X-RateLimit-Limit'] = String(decision.limit);
-  headers['X-RateLimit-Remaining'] = String(remaining);
+  headers['X-RateLimit-Remaining'] = String(denied ? 0 : decision.remaining);
   const retryAfter = denied ? retryAfterOf(decision) : 0;
   if (denied) headers['Retry-After'] = String(retryAfter);
   if (options.ietf === true) {
-    const name = policyName(decision, options.policy);
-    // On a denial t must not end before Retry-After (the draft asks the two to agree), so it is Retry-After itself.
-    const reset = denied ? retryAfter : Math.max(0, Math.ceil(decision.resetAfter));
-    headers['RateLimit-Policy'] = `${name};q=${decision.limit};w=${WINDOW_SECONDS}`;
-    headers.RateLimit = `${name};r=${remaining};t=${reset}`;
+    const policy = options.policy;
+    if (policy !== undefined) checkPolicy(policy);
+    const prefix = policy === undefined ? '' : `${policy}:`;
+    const policies: string[] = [];
+    const items: string[] = [];
+    const states = limitStates(decision);
+    for (let i = 0; i < states.length; i++) {
+      const state = states[i] as LimitState;
+      const { limit } = state;
+      const name = sfString(prefix + limit.name);
+      // A limit that had the tokens of a refused request was not charged and still holds them (limitStates says how
+      // many): saying 0 would send a client waiting for a limit that is not the one refusing.
+      const remaining = state.limited ? 0 : state.remaining;
+      // On a denial a spent limit's t is when it admits the request again (the draft asks t and Retry-After to agree:
+      // the limit that waits longest gives both); otherwise t is when the bucket is full again.
+      const reset = denied && state.limited ? Math.max(1, state.retryAfter) : state.resetAfter;
+      policies.push(`${name};q=${limit.capacity};w=${windowSeconds(limit)}`);
+      items.push(`${name};r=${remaining};t=${reset}`);
+    }
+    headers['RateLimit-Policy'] = policies.join(', ');
+    headers.RateLimit = items.join(', ');
   }
   return headers;
 }

@@ -1,13 +1,33 @@
-import { createLimiter, type EndpointMode, type Limiter, RateLimitError, type StoreErrorPolicy } from '@ratecard/core';
+import {
+  createLimiter,
+  type EndpointMode,
+  type Limiter,
+  perHour,
+  perSecond,
+  RateLimitError,
+  type StoreErrorPolicy,
+} from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import { parseList } from 'structured-headers';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { Identity } from '../src/evaluate.js';
 import type { RateLimitHeaderOptions } from '../src/headers.js';
-import { asynchronous, brokenStore, rawRequest, type TestClock, testClock } from './support.js';
+import { asynchronous, brokenStore, identityFrom, rawRequest, type TestClock, testClock } from './support.js';
+
+/** What `identify` sees of a request in these tests: its headers and the client's IP address as the framework gives it. */
+export interface Sender {
+  header: (name: string) => string | undefined;
+  ip: string | undefined;
+}
+
+/** The tests' identify: the stand-in for authentication of support.ts unless a test gives its own. */
+const BY_HEADERS = (sender: Sender): Identity | null => identityFrom(sender.header);
 
 /** What an adapter test starts: an app with the middleware in front of a catch-all handler answering 200 `ok`. */
 export interface AppConfig extends RateLimitHeaderOptions {
   limiter: Limiter;
+  /** What identify returns for a request; the adapter hands it the request's headers and IP address. */
+  identify: (sender: Sender) => Identity | null;
   /** Passed to the middleware; reports limiter failures. */
   onError: (error: unknown) => void;
   /** When set, identify throws this instead of reading the headers. */
@@ -24,7 +44,7 @@ export interface RunningApp {
 export interface AdapterUnderTest {
   name: string;
   /**
-   * Builds and listens. identify must read the test identity with `identityFrom`; the app's own error handling must
+   * Builds and listens. identify must return `config.identify` of the request's sender; the app's own error handling must
    * answer an error carrying `status: 401` with 401 and the body `{"code":"unauthorized","message":"..."}`.
    */
   start: (config: AppConfig) => Promise<RunningApp>;
@@ -60,6 +80,7 @@ export function adapterSuite(adapter: AdapterUnderTest): void {
         onStoreError?: StoreErrorPolicy;
         broken?: boolean;
         identifyThrows?: AppConfig['identifyThrows'];
+        identify?: AppConfig['identify'];
       } = {},
     ): Promise<Harness> {
       const clock = testClock();
@@ -77,6 +98,7 @@ export function adapterSuite(adapter: AdapterUnderTest): void {
       const errors: unknown[] = [];
       running = await adapter.start({
         limiter,
+        identify: options.identify ?? BY_HEADERS,
         ietf: options.ietf,
         policy: options.policy,
         shadowHeaders: options.shadowHeaders,
@@ -279,10 +301,91 @@ export function adapterSuite(adapter: AdapterUnderTest): void {
       });
     }
 
-    it('does not call identify for a route without a rule', async () => {
-      const app = await start({ identifyThrows: new Error('must not be called') });
+    it('lets a route without a rule through untouched when identify throws there, as when it was not asked', async () => {
+      const app = await start({ identifyThrows: new Error('no key on a public route') });
       const response = await app.send('GET', '/health');
       expect(response.status).toBe(200);
+      expect(response.headers.get('x-ratelimit-limit')).toBeNull();
+      expect(app.errors).toEqual([]);
+    });
+
+    it('limits per IP with limits from identify, on a route no rule matches: the 11th at once is a 429', async () => {
+      const perIp = perSecond(5, { burst: 10 });
+      const app = await start({
+        ietf: true,
+        identify: ({ ip }) => (ip === undefined ? null : { organization: ip, limits: perIp }),
+      });
+      for (let i = 1; i <= 10; i++) {
+        const response = await app.send('POST', '/api/upload', {});
+        expect(response.status).toBe(200);
+        expect(response.headers.get('x-ratelimit-limit')).toBe('10');
+        expect(response.headers.get('x-ratelimit-remaining')).toBe(String(10 - i));
+        await response.arrayBuffer();
+      }
+      const denied = await app.send('POST', '/api/upload', {});
+      expect(denied.status).toBe(429);
+      expect(denied.headers.get('content-type')).toBe('application/json');
+      // One token comes back every 200 ms: Retry-After rounds it up to a second.
+      expect(denied.headers.get('retry-after')).toBe('1');
+      expect(denied.headers.get('x-ratelimit-limit')).toBe('10');
+      expect(denied.headers.get('x-ratelimit-remaining')).toBe('0');
+      expect(denied.headers.get('ratelimit-policy')).toBe('"1s";q=10;w=2');
+      expect(denied.headers.get('ratelimit')).toBe('"1s";r=0;t=1');
+      expect(await denied.text()).toBe(DENIAL);
+      expect(app.reached()).toBe(10);
+      app.clock.advance(200);
+      const again = await app.send('POST', '/api/upload', {});
+      expect(again.status).toBe(200);
+      expect(again.headers.get('x-ratelimit-remaining')).toBe('0');
+    });
+
+    it('still passes a route no rule matches untouched when identify gives no limits', async () => {
+      const app = await start({ ietf: true });
+      for (let i = 0; i < 15; i++) {
+        const response = await app.send('POST', '/api/upload');
+        expect(response.status).toBe(200);
+        expect(response.headers.get('x-ratelimit-limit')).toBeNull();
+        expect(response.headers.get('ratelimit')).toBeNull();
+        await response.arrayBuffer();
+      }
+    });
+
+    it('lists both limits of a 10/s + 1000/h request as RateLimit-Policy and RateLimit items', async () => {
+      const limits = [perSecond(10), perHour(1000)];
+      const app = await start({
+        ietf: true,
+        identify: ({ header }) => {
+          const organization = header('authorization');
+          return organization === undefined ? null : { organization, limits };
+        },
+      });
+      const first = await app.send('POST', '/browsers');
+      await first.arrayBuffer();
+      expect(first.status).toBe(200);
+      const policies = parseList(first.headers.get('ratelimit-policy') as string);
+      expect(policies.map(([name, parameters]) => [name, Object.fromEntries(parameters)])).toEqual([
+        ['1s', { q: 10, w: 1 }],
+        ['1h', { q: 1000, w: 3600 }],
+      ]);
+      const items = parseList(first.headers.get('ratelimit') as string);
+      expect(items.map(([name, parameters]) => [name, Object.fromEntries(parameters)])).toEqual([
+        ['1s', { r: 9, t: 1 }],
+        ['1h', { r: 999, t: 4 }],
+      ]);
+      for (let i = 0; i < 9; i++) await (await app.send('POST', '/browsers')).arrayBuffer();
+      const denied = await app.send('POST', '/browsers');
+      await denied.arrayBuffer();
+      expect(denied.status).toBe(429);
+      expect(denied.headers.get('retry-after')).toBe('1');
+      expect(denied.headers.get('x-ratelimit-limit')).toBe('10');
+      // The hour was not charged for the refused request: it still holds 990.
+      expect(denied.headers.get('ratelimit')).toBe('"1s";r=0;t=1, "1h";r=990;t=36');
+      // A second later the second's bucket is full again; the hour has refilled 1000/3600 of a token.
+      app.clock.advance(1000);
+      const later = await app.send('POST', '/browsers');
+      await later.arrayBuffer();
+      expect(later.status).toBe(200);
+      expect(later.headers.get('ratelimit')).toBe('"1s";r=9;t=1, "1h";r=989;t=39');
     });
 
     it('adds IETF RateLimit-Policy and RateLimit fields that parse as RFC 9651 lists', async () => {
@@ -290,15 +393,15 @@ export function adapterSuite(adapter: AdapterUnderTest): void {
       const first = await app.send('POST', '/browsers', { authorization: 'Bearer org-1', 'x-plan': 'hobbyist' });
       await first.arrayBuffer();
       const [policy] = parseList(first.headers.get('ratelimit-policy') as string);
-      expect(policy?.[0]).toBe('POST /browsers');
+      expect(policy?.[0]).toBe('1m');
       expect(Object.fromEntries(policy?.[1] ?? [])).toEqual({ q: 25, w: 60 });
       const [limit] = parseList(first.headers.get('ratelimit') as string);
-      expect(limit?.[0]).toBe('POST /browsers');
+      expect(limit?.[0]).toBe('1m');
       // One token used of 25: the bucket is full again in 60/25 = 2.4 s, so t = 3.
       expect(Object.fromEntries(limit?.[1] ?? [])).toEqual({ r: 24, t: 3 });
     });
 
-    it('makes the IETF t equal Retry-After on a denial, with a custom policy name escaped', async () => {
+    it('makes the IETF t equal Retry-After on a denial, with a policy prefix escaped', async () => {
       const app = await start({ ietf: true, policy: 'browsers "per-minute" \\ v1' });
       for (let i = 0; i < 10; i++) await (await app.send('POST', '/browsers')).arrayBuffer();
       app.clock.advance(1500);
@@ -307,10 +410,10 @@ export function adapterSuite(adapter: AdapterUnderTest): void {
       expect(denied.status).toBe(429);
       expect(denied.headers.get('retry-after')).toBe('5');
       const [policy] = parseList(denied.headers.get('ratelimit-policy') as string);
-      expect(policy?.[0]).toBe('browsers "per-minute" \\ v1');
+      expect(policy?.[0]).toBe('browsers "per-minute" \\ v1:1m');
       expect(Object.fromEntries(policy?.[1] ?? [])).toEqual({ q: 10, w: 60 });
       const [limit] = parseList(denied.headers.get('ratelimit') as string);
-      expect(limit?.[0]).toBe('browsers "per-minute" \\ v1');
+      expect(limit?.[0]).toBe('browsers "per-minute" \\ v1:1m');
       expect(Object.fromEntries(limit?.[1] ?? [])).toEqual({ r: 0, t: 5 });
     });
   });

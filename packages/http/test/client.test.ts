@@ -1,8 +1,8 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { createLimiter, RateLimitError } from '@ratecard/core';
+import { createLimiter, type Limit, perMinute, perSecond, RateLimitError } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Clock, rateLimitedFetch } from '../src/client.js';
+import { type Clock, rateLimitedFetch, type WaitEvent } from '../src/client.js';
 import { withRateLimit } from '../src/node.js';
 import { identityFrom, listen, nodeHeader, T0 } from './support.js';
 
@@ -31,10 +31,14 @@ afterEach(async () => {
   for (const close of closers.splice(0)) await close();
 });
 
-/** A ratecard server on node:http in front of a handler that answers 201; counts what the limiter decided. */
+/**
+ * A ratecard server on node:http in front of a handler that answers 201; counts what the limiter decided. With
+ * `limits`, every identified request carries them.
+ */
 async function ratecardServer(
   now?: () => number,
   ietf = false,
+  limits?: Limit[],
 ): Promise<{ url: string; allowed: () => number; denied: () => number }> {
   let allowed = 0;
   let denied = 0;
@@ -50,7 +54,14 @@ async function ratecardServer(
       response.statusCode = 201;
       response.end('{}');
     },
-    { limiter, ietf, identify: (request) => identityFrom(nodeHeader(request.headers)) },
+    {
+      limiter,
+      ietf,
+      identify: (request) => {
+        const identity = identityFrom(nodeHeader(request.headers));
+        return identity === null || limits === undefined ? identity : { organization: identity.organization, limits };
+      },
+    },
   );
   const server = await listen(createServer(listener));
   closers.push(server.close);
@@ -131,6 +142,41 @@ describe('rateLimitedFetch', () => {
     expect(server.denied()).toBe(0);
     // t is the time until the bucket is full again: the client waits it out once and then finds all 10 back.
     expect(time.sleeps).toEqual([60_000]);
+  });
+
+  it("paces by every item of ratecard's IETF fields when a request carries two limits (virtual clock)", async () => {
+    const time = virtualTime();
+    const server = await ratecardServer(time.storeNow, true, [perSecond(2), perMinute(5)]);
+    const waits: WaitEvent[] = [];
+    const client = rateLimitedFetch({ clock: time.clock, onWait: (event) => waits.push(event) });
+    for (let i = 0; i < 8; i++) {
+      const response = await client(`${server.url}/browsers`, { method: 'POST', headers: DEVELOPER });
+      expect(response.status).toBe(201);
+      await response.arrayBuffer();
+    }
+    expect(server.allowed()).toBe(8);
+    expect(server.denied()).toBe(0);
+    // It waited for the second's bucket and, once five were spent, for the minute's.
+    expect(new Set(waits.map((event) => event.reason?.policy))).toEqual(new Set(['1s', '1m']));
+  });
+
+  it('after a 429 from one of two limits, waits Retry-After and not for the limit that still had room', async () => {
+    const time = virtualTime();
+    const server = await ratecardServer(time.storeNow, true, [perSecond(10), perMinute(1000)]);
+    // Another client of the same organization spends the second's bucket first.
+    for (let i = 0; i < 10; i++) {
+      await (await fetch(`${server.url}/browsers`, { method: 'POST', headers: DEVELOPER })).arrayBuffer();
+    }
+    const client = rateLimitedFetch({ clock: time.clock });
+    for (let i = 0; i < 2; i++) {
+      const response = await client(`${server.url}/browsers`, { method: 'POST', headers: DEVELOPER });
+      expect(response.status).toBe(201);
+      await response.arrayBuffer();
+    }
+    // The 429 said "1s";r=0;t=1, "1m";r=990;t=1: one wait of a second; the retry's answer, "1s";r=9;t=1, is a new
+    // window of the second's quota, not a stale answer from the old one, so the next call went at once.
+    expect(time.sleeps).toEqual([1000]);
+    expect(server.denied()).toBe(1);
   });
 
   it('paces a steady loop under a real clock with no more than a couple of 429s (600/min override, 660 requests)', async () => {

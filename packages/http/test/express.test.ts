@@ -2,7 +2,7 @@ import { createServer } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { rateLimit } from '../src/express.js';
 import { adapterSuite } from './adapter-suite.js';
-import { identityFrom, listen } from './support.js';
+import { listen } from './support.js';
 
 adapterSuite({
   name: 'Express',
@@ -14,7 +14,7 @@ adapterSuite({
         limiter: config.limiter,
         identify: (request) => {
           if (config.identifyThrows !== undefined) throw config.identifyThrows;
-          return identityFrom((name) => request.get(name));
+          return config.identify({ header: (name) => request.get(name), ip: request.ip });
         },
         onError: config.onError,
         ietf: config.ietf,

@@ -1,7 +1,7 @@
 import Fastify from 'fastify';
 import { rateLimit } from '../src/fastify.js';
 import { adapterSuite } from './adapter-suite.js';
-import { identityFrom, nodeHeader } from './support.js';
+import { nodeHeader } from './support.js';
 
 adapterSuite({
   name: 'Fastify',
@@ -12,7 +12,7 @@ adapterSuite({
       limiter: config.limiter,
       identify: (request) => {
         if (config.identifyThrows !== undefined) throw config.identifyThrows;
-        return identityFrom(nodeHeader(request.headers));
+        return config.identify({ header: nodeHeader(request.headers), ip: request.ip });
       },
       onError: config.onError,
       ietf: config.ietf,

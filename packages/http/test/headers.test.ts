@@ -1,9 +1,21 @@
-import { createLimiter, type Decision, RateLimitError } from '@ratecard/core';
+import {
+  createLimiter,
+  type Decision,
+  type Limit,
+  perHour,
+  perMinute,
+  perSecond,
+  RateLimitError,
+  tokenBucket,
+} from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import { parseItem, parseList } from 'structured-headers';
 import { describe, expect, it } from 'vitest';
 import { INTERNAL_ERROR, RATE_LIMIT_EXCEEDED } from '../src/body.js';
 import { rateLimitHeaders } from '../src/headers.js';
+
+/** The spec's Developer limit, 10 per minute: a token is 6 000 units, refilled 1 unit per ms. */
+const DEVELOPER = perMinute(10);
 
 function decision(fields: Partial<Decision>): Decision {
   return {
@@ -14,13 +26,23 @@ function decision(fields: Partial<Decision>): Decision {
     remaining: 9,
     retryAfter: 0,
     resetAfter: 6,
+    limits: [DEVELOPER],
+    outcomes: [9 * 6000],
+    cost: 1,
     source: 'store',
     rule: 'POST /browsers',
     ...fields,
   };
 }
 
-const DENIED = decision({ allowed: false, limited: true, remaining: 0, retryAfter: 6, resetAfter: 60 });
+const DENIED = decision({
+  allowed: false,
+  limited: true,
+  remaining: 0,
+  retryAfter: 6,
+  resetAfter: 60,
+  outcomes: [-1],
+});
 
 describe('rateLimitHeaders', () => {
   it('gives an allowed enforced decision the limit and what remains', () => {
@@ -77,12 +99,12 @@ describe('rateLimitHeaders', () => {
 });
 
 describe('rateLimitHeaders with ietf', () => {
-  it('adds RateLimit-Policy and RateLimit as RFC 9651 lists named after the rule', () => {
+  it('adds RateLimit-Policy and RateLimit as RFC 9651 lists, the item named after the limit', () => {
     const headers = rateLimitHeaders(decision({}), { ietf: true });
-    expect(headers['RateLimit-Policy']).toBe('"POST /browsers";q=10;w=60');
-    expect(headers.RateLimit).toBe('"POST /browsers";r=9;t=6');
+    expect(headers['RateLimit-Policy']).toBe('"1m";q=10;w=60');
+    expect(headers.RateLimit).toBe('"1m";r=9;t=6');
     const [policy] = parseList(headers['RateLimit-Policy'] as string);
-    expect(policy?.[0]).toBe('POST /browsers');
+    expect(policy?.[0]).toBe('1m');
     expect([...(policy?.[1] ?? [])]).toEqual([
       ['q', 10],
       ['w', 60],
@@ -91,15 +113,25 @@ describe('rateLimitHeaders with ietf', () => {
 
   it('makes t equal Retry-After on a denial', () => {
     const headers = rateLimitHeaders(DENIED, { ietf: true });
-    expect(headers.RateLimit).toBe('"POST /browsers";r=0;t=6');
+    expect(headers.RateLimit).toBe('"1m";r=0;t=6');
     expect(headers['Retry-After']).toBe('6');
   });
 
-  it('escapes quotes and backslashes in a policy name so it parses back unchanged', () => {
+  it('keeps the classic headers of the spec default byte for byte, with or without the IETF fields', () => {
+    const classic = { 'X-RateLimit-Limit': '10', 'X-RateLimit-Remaining': '0', 'Retry-After': '6' };
+    expect(rateLimitHeaders(DENIED)).toEqual(classic);
+    expect(rateLimitHeaders(DENIED, { ietf: true })).toEqual({
+      ...classic,
+      'RateLimit-Policy': '"1m";q=10;w=60',
+      RateLimit: '"1m";r=0;t=6',
+    });
+  });
+
+  it('names each item with the policy as a prefix, escaping quotes and backslashes so it parses back unchanged', () => {
     const name = 'tier "gold" \\ eu';
     const headers = rateLimitHeaders(decision({}), { ietf: true, policy: name });
-    expect(parseItem(headers['RateLimit-Policy'] as string)[0]).toBe(name);
-    expect(parseItem(headers.RateLimit as string)[0]).toBe(name);
+    expect(parseItem(headers['RateLimit-Policy'] as string)[0]).toBe(`${name}:1m`);
+    expect(parseItem(headers.RateLimit as string)[0]).toBe(`${name}:1m`);
   });
 
   it('rejects a policy name that cannot be an RFC 9651 string', () => {
@@ -108,9 +140,76 @@ describe('rateLimitHeaders with ietf', () => {
     }
   });
 
-  it('percent-encodes a rule key outside printable ASCII when it names the policy', () => {
-    const headers = rateLimitHeaders(decision({ rule: 'POST /café' }), { ietf: true });
-    expect(parseList(headers['RateLimit-Policy'] as string)[0]?.[0]).toBe('POST /caf%C3%A9');
+  it('states w as the seconds to refill the whole capacity, rounded up', () => {
+    const w = (limit: Limit): unknown =>
+      parseItem(
+        rateLimitHeaders(decision({ limits: [limit], outcomes: [0] }), { ietf: true })['RateLimit-Policy'] as string,
+      )[1].get('w');
+    expect(w(perSecond(5, { burst: 10 }))).toBe(2);
+    expect(w(perSecond(10, { burst: 5 }))).toBe(1);
+    expect(w(perHour(1000))).toBe(3600);
+    expect(w(tokenBucket({ capacity: 7, refill: 3, intervalMs: 1000 }))).toBe(3);
+    expect(w(tokenBucket({ capacity: 1, refill: 1000, intervalMs: 250 }))).toBe(1);
+  });
+});
+
+describe('rateLimitHeaders for several limits', () => {
+  const SECOND = perSecond(10);
+  const HOUR = perHour(1000);
+
+  async function twoLimits(): Promise<{ consume: (n?: number) => Promise<Decision> }> {
+    const limiter = createLimiter({ store: memoryStore({ now: () => 0 }) });
+    const consume = async (n = 1): Promise<Decision> => {
+      let last: Decision | undefined;
+      for (let i = 0; i < n; i++) {
+        last = await limiter.consume({ organization: 'ip-1', endpoint: 'POST /upload', limits: [SECOND, HOUR] });
+      }
+      return last as Decision;
+    };
+    return { consume };
+  }
+
+  it('lists every limit as its own item, in order, with its own remaining and reset', async () => {
+    const { consume } = await twoLimits();
+    const headers = rateLimitHeaders(await consume(), { ietf: true });
+    expect(headers).toEqual({
+      'X-RateLimit-Limit': '10',
+      'X-RateLimit-Remaining': '9',
+      'RateLimit-Policy': '"1s";q=10;w=1, "1h";q=1000;w=3600',
+      // The second's bucket is full again in 0.1 s, the hour's in 3.6 s: both rounded up.
+      RateLimit: '"1s";r=9;t=1, "1h";r=999;t=4',
+    });
+    expect(parseList(headers.RateLimit as string).map(([name]) => name)).toEqual(['1s', '1h']);
+  });
+
+  it('on a denial by one limit, reports the other as holding what it held, since nothing was charged', async () => {
+    const { consume } = await twoLimits();
+    const denied = rateLimitHeaders(await consume(11), { ietf: true });
+    expect(denied).toEqual({
+      'X-RateLimit-Limit': '10',
+      'X-RateLimit-Remaining': '0',
+      'Retry-After': '1',
+      'RateLimit-Policy': '"1s";q=10;w=1, "1h";q=1000;w=3600',
+      RateLimit: '"1s";r=0;t=1, "1h";r=990;t=36',
+    });
+  });
+
+  it('reports the limit that waits longest in the X- headers and Retry-After, and its t agrees', async () => {
+    let now = 0;
+    const limiter = createLimiter({ store: memoryStore({ now: () => now }) });
+    const request = { organization: 'ip-1', endpoint: 'POST /upload', limits: [SECOND, perHour(12)] };
+    for (let i = 0; i < 10; i++) await limiter.consume(request);
+    now += 1000;
+    for (let i = 0; i < 2; i++) await limiter.consume(request);
+    // The hour holds 1/300 of a token now: 299 s to the next one. The second has 8 tokens.
+    const headers = rateLimitHeaders(await limiter.consume(request), { ietf: true });
+    expect(headers).toEqual({
+      'X-RateLimit-Limit': '12',
+      'X-RateLimit-Remaining': '0',
+      'Retry-After': '299',
+      'RateLimit-Policy': '"1s";q=10;w=1, "1h";q=12;w=3600',
+      RateLimit: '"1s";r=8;t=1, "1h";r=0;t=299',
+    });
   });
 });
 

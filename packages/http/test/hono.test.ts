@@ -1,10 +1,11 @@
 import type { Server } from 'node:http';
 import { createAdaptorServer } from '@hono/node-server';
+import { getConnInfo } from '@hono/node-server/conninfo';
 import { Hono } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { rateLimit } from '../src/hono.js';
 import { adapterSuite } from './adapter-suite.js';
-import { identityFrom, listen } from './support.js';
+import { listen } from './support.js';
 
 adapterSuite({
   name: 'Hono',
@@ -16,7 +17,7 @@ adapterSuite({
         limiter: config.limiter,
         identify: (c) => {
           if (config.identifyThrows !== undefined) throw config.identifyThrows;
-          return identityFrom((name) => c.req.header(name));
+          return config.identify({ header: (name) => c.req.header(name), ip: getConnInfo(c).remote.address });
         },
         onError: config.onError,
         ietf: config.ietf,

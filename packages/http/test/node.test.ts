@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import { withRateLimit } from '../src/node.js';
 import { adapterSuite } from './adapter-suite.js';
-import { identityFrom, listen, nodeHeader } from './support.js';
+import { listen, nodeHeader } from './support.js';
 
 adapterSuite({
   name: 'node:http',
@@ -16,7 +16,7 @@ adapterSuite({
         limiter: config.limiter,
         identify: (request) => {
           if (config.identifyThrows !== undefined) throw config.identifyThrows;
-          return identityFrom(nodeHeader(request.headers));
+          return config.identify({ header: nodeHeader(request.headers), ip: request.socket.remoteAddress });
         },
         onError: config.onError,
         ietf: config.ietf,

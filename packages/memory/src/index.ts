@@ -1,11 +1,12 @@
 import {
+  type BucketShape,
   describeValue,
+  type Limit,
   msUntilFull,
   type Outcome,
   RateLimitError,
   type Store,
   take,
-  UNITS_PER_TOKEN,
   unitsAt,
 } from '@ratecard/core';
 
@@ -34,40 +35,45 @@ export interface MemoryStoreStats {
 
 /** The memory store answers synchronously, so its methods return plain values. */
 export interface MemoryStore extends Store {
-  consume(organization: string, endpoint: string, limit: number, cost: number): Outcome;
-  peek(organization: string, endpoint: string, limit: number, cost: number): Outcome;
-  reset(organization: string, endpoint: string): void;
+  consume(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Outcome[];
+  peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Outcome[];
+  reset(organization: string, endpoint: string, limits: readonly Limit[]): void;
   close(): void;
   /** Counters for monitoring the bound. */
   stats(): MemoryStoreStats;
 }
 
-// Per bucket, three doubles in one growable Float64Array: units held, when (ms), and the limit then in force.
-const STRIDE = 3;
+// Per bucket, two doubles in one growable Float64Array: units held and when (ms); beside them, the limit then in force.
+const STRIDE = 2;
 
-/** The buckets of one endpoint: organization → slot. */
-interface EndpointBuckets {
+/** The buckets of one limit of one endpoint: organization → slot. */
+interface LimitBuckets {
   readonly endpoint: string;
+  readonly name: string;
   readonly slots: Map<string, number>;
 }
 
 /**
- * A per-process store: buckets in a two-level Map (endpoint rule, then organization) pointing at slots of a
- * Float64Array, so a call allocates nothing. Each slot also records its owner, so that sweeping and evicting walk
- * slot numbers and never iterate a Map (whose deleted entries would make that slow). No timers.
+ * A per-process store: buckets in a three-level Map (endpoint rule, limit name, organization) pointing at slots of a
+ * Float64Array, so a call allocates nothing but its outcomes. Each slot also records its owner, so that sweeping and
+ * evicting walk slot numbers and never iterate a Map (whose deleted entries would make that slow). No timers.
  */
 class InProcessStore implements MemoryStore {
   readonly shared = false;
   private readonly now: () => number;
   private readonly maxBuckets: number;
-  private readonly byEndpoint = new Map<string, EndpointBuckets>();
-  /** The last endpoint looked up and its buckets: the limiter passes the same rule-key string every time. */
-  private lastEndpoint = '';
-  private lastBuckets: EndpointBuckets | undefined;
+  private readonly byEndpoint = new Map<string, Map<string, LimitBuckets>>();
+  /** The buckets last looked up: the limiter passes the same rule-key and limit-name strings every time. */
+  private lastBuckets: LimitBuckets | undefined;
   private state: Float64Array = new Float64Array(STRIDE * 1024);
-  /** Per slot, the organization that owns it (undefined: free) and its endpoint's buckets. */
+  /** Per slot, the shape of the limit in force when the bucket was written. */
+  private shapes: (BucketShape | undefined)[] = [];
+  /** Per slot, the organization that owns it (undefined: free) and its limit's buckets. */
   private owners: (string | undefined)[] = [];
-  private ownerBuckets: (EndpointBuckets | undefined)[] = [];
+  private ownerBuckets: (LimitBuckets | undefined)[] = [];
+  /** Per limit of the call under way: its slot (-1: no bucket yet) and units held, read before anything is written. */
+  private readonly callSlots: number[] = [];
+  private readonly callHeld: number[] = [];
   private freeSlots: number[] = [];
   private nextSlot = 0;
   /** The clock hand: the next slot the incremental sweep looks at. */
@@ -96,46 +102,98 @@ class InProcessStore implements MemoryStore {
     this.createdSinceSweep = this.sweepEvery;
   }
 
-  consume(organization: string, endpoint: string, limit: number, cost: number): Outcome {
+  consume(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Outcome[] {
     const now = Math.floor(this.now());
-    const slot = this.bucketsOf(endpoint)?.slots.get(organization);
-    if (slot === undefined) {
-      // A missing bucket is full, and cost never exceeds the limit, so the request is admitted.
-      const outcome = take(limit * UNITS_PER_TOKEN, cost);
-      this.write(this.create(endpoint, organization, now), outcome, now, limit);
-      return outcome;
-    }
-    const base = slot * STRIDE;
-    const state = this.state;
-    const updatedAt = state[base + 1] as number;
-    const held = unitsAt(state[base] as number, updatedAt, state[base + 2] as number, now, limit);
-    const outcome = take(held, cost);
-    if (outcome >= 0) {
+    const outcomes = this.read(organization, endpoint, limits, cost, now);
+    const n = limits.length;
+    for (let i = 0; i < n; i++) if ((outcomes[i] as Outcome) < 0) return this.refuse(outcomes, limits, now);
+    // The buckets that exist are charged first: creating one may sweep out buckets that are full, and once charged
+    // none of this call's is, so no slot read above is freed (and reused) before it is written.
+    for (let i = 0; i < n; i++) {
+      const slot = this.callSlots[i] as number;
       // Time never moves backwards in a bucket, or the same interval would refill twice.
-      this.write(slot, outcome, Math.max(now, updatedAt), limit);
+      if (slot !== -1) {
+        const at = Math.max(now, this.state[slot * STRIDE + 1] as number);
+        this.write(slot, outcomes[i] as Outcome, at, limits[i] as Limit);
+      }
     }
-    return outcome;
+    for (let i = 0; i < n; i++) {
+      if (this.callSlots[i] !== -1) continue;
+      const limit = limits[i] as Limit;
+      this.write(this.create(endpoint, limit.name, organization, now), outcomes[i] as Outcome, now, limit);
+    }
+    return outcomes;
   }
 
-  peek(organization: string, endpoint: string, limit: number, cost: number): Outcome {
-    const slot = this.bucketsOf(endpoint)?.slots.get(organization);
-    if (slot === undefined) return take(limit * UNITS_PER_TOKEN, cost);
-    const base = slot * STRIDE;
+  peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Outcome[] {
+    const n = limits.length;
+    const outcomes = this.read(organization, endpoint, limits, cost, Math.floor(this.now()));
+    for (let i = 0; i < n; i++) {
+      if ((outcomes[i] as Outcome) < 0) {
+        for (let j = 0; j < n; j++) outcomes[j] = -1 - (this.callHeld[j] as number);
+        break;
+      }
+    }
+    return outcomes;
+  }
+
+  /**
+   * All or nothing: a refused call charges no bucket, and a limit that had the tokens reports what it holds. A bucket
+   * last written under another shape takes the new one (what it holds, converted), so that it refills at the rate the
+   * refusal's Retry-After was counted with.
+   */
+  private refuse(outcomes: Outcome[], limits: readonly Limit[], now: number): Outcome[] {
+    for (let i = 0; i < limits.length; i++) {
+      const held = this.callHeld[i] as number;
+      outcomes[i] = -1 - held;
+      const slot = this.callSlots[i] as number;
+      const limit = limits[i] as Limit;
+      if (slot !== -1 && !sameShape(this.shapes[slot] as BucketShape, limit)) {
+        this.write(slot, held, Math.max(now, this.state[slot * STRIDE + 1] as number), limit);
+      }
+    }
+    return outcomes;
+  }
+
+  reset(organization: string, endpoint: string, limits: readonly Limit[]): void {
+    for (const limit of limits) {
+      const slot = this.bucketsOf(endpoint, limit.name)?.slots.get(organization);
+      if (slot !== undefined) this.forget(slot);
+    }
+  }
+
+  /**
+   * Each limit's outcome on its own, as take() gives it, with its slot and units held kept in callSlots and
+   * callHeld; nothing is written.
+   */
+  private read(organization: string, endpoint: string, limits: readonly Limit[], cost: number, now: number): Outcome[] {
+    const n = limits.length;
+    const outcomes: Outcome[] = [];
     const state = this.state;
-    const now = Math.floor(this.now());
-    return take(unitsAt(state[base] as number, state[base + 1] as number, state[base + 2] as number, now, limit), cost);
-  }
-
-  reset(organization: string, endpoint: string): void {
-    const slot = this.bucketsOf(endpoint)?.slots.get(organization);
-    if (slot !== undefined) this.forget(slot);
+    for (let i = 0; i < n; i++) {
+      const limit = limits[i] as Limit;
+      const slot = this.bucketsOf(endpoint, limit.name)?.slots.get(organization);
+      let held: number;
+      if (slot === undefined) {
+        // A missing bucket is full.
+        held = limit.capacity * limit.unitsPerToken;
+        this.callSlots[i] = -1;
+      } else {
+        const base = slot * STRIDE;
+        held = unitsAt(state[base] as number, state[base + 1] as number, this.shapes[slot] as BucketShape, now, limit);
+        this.callSlots[i] = slot;
+      }
+      this.callHeld[i] = held;
+      outcomes.push(take(held, cost, limit));
+    }
+    return outcomes;
   }
 
   close(): void {
     this.byEndpoint.clear();
-    this.lastEndpoint = '';
     this.lastBuckets = undefined;
     this.state = new Float64Array(0);
+    this.shapes = [];
     this.owners = [];
     this.ownerBuckets = [];
     this.freeSlots = [];
@@ -148,36 +206,40 @@ class InProcessStore implements MemoryStore {
     return { buckets: this.size, dropped: this.dropped, evicted: this.evicted };
   }
 
-  private bucketsOf(endpoint: string): EndpointBuckets | undefined {
-    if (endpoint === this.lastEndpoint) return this.lastBuckets;
-    const buckets = this.byEndpoint.get(endpoint);
-    if (buckets !== undefined) {
-      this.lastEndpoint = endpoint;
-      this.lastBuckets = buckets;
-    }
+  private bucketsOf(endpoint: string, name: string): LimitBuckets | undefined {
+    const last = this.lastBuckets;
+    if (last !== undefined && last.endpoint === endpoint && last.name === name) return last;
+    const buckets = this.byEndpoint.get(endpoint)?.get(name);
+    if (buckets !== undefined) this.lastBuckets = buckets;
     return buckets;
   }
 
-  private write(slot: number, units: number, at: number, limit: number): void {
+  private write(slot: number, units: number, at: number, limit: BucketShape): void {
     const base = slot * STRIDE;
     this.state[base] = units;
     this.state[base + 1] = at;
-    this.state[base + 2] = limit;
+    // Compared first: a bucket keeps its limit from call to call, and storing an object costs a write barrier.
+    if (this.shapes[slot] !== limit) this.shapes[slot] = limit;
   }
 
   private isFull(slot: number, now: number): boolean {
     const base = slot * STRIDE;
     const state = this.state;
-    return now - (state[base + 1] as number) >= msUntilFull(state[base] as number, state[base + 2] as number);
+    return now - (state[base + 1] as number) >= msUntilFull(state[base] as number, this.shapes[slot] as BucketShape);
   }
 
-  private create(endpoint: string, organization: string, now: number): number {
+  private create(endpoint: string, name: string, organization: string, now: number): number {
     if (this.size >= this.maxBuckets) this.makeRoom(now);
     else this.sweepStep(now);
-    let buckets = this.byEndpoint.get(endpoint);
+    let limits = this.byEndpoint.get(endpoint);
+    if (limits === undefined) {
+      limits = new Map();
+      this.byEndpoint.set(endpoint, limits);
+    }
+    let buckets = limits.get(name);
     if (buckets === undefined) {
-      buckets = { endpoint, slots: new Map() };
-      this.byEndpoint.set(endpoint, buckets);
+      buckets = { endpoint, name, slots: new Map() };
+      limits.set(name, buckets);
     }
     const slot = this.freeSlots.pop() ?? this.grow();
     buckets.slots.set(organization, slot);
@@ -197,23 +259,24 @@ class InProcessStore implements MemoryStore {
     }
     this.owners.push(undefined);
     this.ownerBuckets.push(undefined);
+    this.shapes.push(undefined);
     return slot;
   }
 
-  /** Removes a bucket, freeing its slot (and its endpoint's map when that was the last bucket). */
+  /** Removes a bucket, freeing its slot (and its limit's and endpoint's maps when that was their last bucket). */
   private forget(slot: number): void {
     const organization = this.owners[slot] as string;
-    const buckets = this.ownerBuckets[slot] as EndpointBuckets;
+    const buckets = this.ownerBuckets[slot] as LimitBuckets;
     buckets.slots.delete(organization);
     if (buckets.slots.size === 0) {
-      this.byEndpoint.delete(buckets.endpoint);
-      if (buckets === this.lastBuckets) {
-        this.lastEndpoint = '';
-        this.lastBuckets = undefined;
-      }
+      const limits = this.byEndpoint.get(buckets.endpoint) as Map<string, LimitBuckets>;
+      limits.delete(buckets.name);
+      if (limits.size === 0) this.byEndpoint.delete(buckets.endpoint);
+      if (buckets === this.lastBuckets) this.lastBuckets = undefined;
     }
     this.owners[slot] = undefined;
     this.ownerBuckets[slot] = undefined;
+    this.shapes[slot] = undefined;
     this.freeSlots.push(slot);
     this.size--;
   }
@@ -261,6 +324,10 @@ class InProcessStore implements MemoryStore {
     this.forget(this.nextOwnedSlot());
     this.evicted++;
   }
+}
+
+function sameShape(a: BucketShape, b: BucketShape): boolean {
+  return a.capacity === b.capacity && a.unitsPerToken === b.unitsPerToken && a.unitsPerMs === b.unitsPerMs;
 }
 
 /** A token-bucket store in this process: exact, allocation-free per call, bounded by `maxBuckets`. */

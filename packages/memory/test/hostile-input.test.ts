@@ -1,4 +1,17 @@
-import { createLimiter, type LimitRequest, MAX_LIMIT, type Plan, RateLimitError } from '@ratecard/core';
+import {
+  createLimiter,
+  type Limit,
+  type LimitRequest,
+  MAX_BUCKET_UNITS,
+  MAX_INTERVAL_MS,
+  MAX_LIMIT,
+  MAX_LIMITS_PER_REQUEST,
+  MAX_REFILL,
+  type Plan,
+  perSecond,
+  RateLimitError,
+  tokenBucket,
+} from '@ratecard/core';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { memoryStore } from '../src/index.js';
@@ -113,6 +126,70 @@ describe('hostile input (fast-check)', () => {
           }
         },
       ),
+    );
+  });
+
+  it('makes a limit of whole numbers within the bounds, and throws invalid_option for anything else', () => {
+    const field = fc.oneof(
+      hostileNumber,
+      fc.integer({ min: 1, max: 100_000 }),
+      fc.maxSafeNat(),
+      fc.constantFrom(MAX_INTERVAL_MS, MAX_INTERVAL_MS + 1, MAX_REFILL, MAX_REFILL + 1, MAX_BUCKET_UNITS, 2 ** 52 + 1),
+    );
+    const name = fc.option(fc.oneof(hostileString, fc.stringMatching(/^[A-Za-z0-9._-]{1,64}$/)), { nil: undefined });
+    fc.assert(
+      fc.property(field, field, field, name, (capacity, refill, intervalMs, limitName) => {
+        const whole = (v: number, max: number) => Number.isSafeInteger(v) && v >= 1 && v <= max;
+        let valid =
+          whole(capacity, MAX_BUCKET_UNITS) &&
+          whole(refill, MAX_REFILL) &&
+          whole(intervalMs, MAX_INTERVAL_MS) &&
+          (limitName === undefined || /^[A-Za-z0-9._-]{1,64}$/.test(limitName));
+        if (valid) {
+          let [a, b] = [BigInt(refill), BigInt(intervalMs)];
+          while (b !== 0n) [a, b] = [b, a % b];
+          valid = BigInt(capacity) * (BigInt(intervalMs) / a) <= BigInt(MAX_BUCKET_UNITS);
+        }
+        let made: Limit | undefined;
+        let error: unknown;
+        try {
+          made = tokenBucket({ capacity, refill, intervalMs, name: limitName });
+        } catch (caught) {
+          error = caught;
+        }
+        if (valid) {
+          expect(made).toMatchObject({ capacity, refill, intervalMs });
+          expect(Object.isFrozen(made)).toBe(true);
+        } else {
+          expect(error).toBeInstanceOf(RateLimitError);
+          expect((error as RateLimitError).code).toBe('invalid_option');
+          expect((error as RateLimitError).message).toMatch(/^ratecard: /);
+        }
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+
+  it('refuses request limits that are not a list of 1 to 16 limits of distinct names, charging nothing', async () => {
+    const many = Array.from({ length: MAX_LIMITS_PER_REQUEST + 1 }, (_, i) => perSecond(1, { name: `l${i}` }));
+    const junk = fc.oneof(
+      fc.anything(),
+      fc.constant([]),
+      fc.constant(many),
+      fc.constant([perSecond(1), perSecond(2)]),
+      fc.constant({ ...perSecond(1) }),
+      fc.constant([perSecond(1), { ...perSecond(1), name: 'x' }]),
+    );
+    await fc.assert(
+      fc.asyncProperty(junk, async (limits) => {
+        fc.pre(limits !== undefined);
+        const store = memoryStore({ now: () => T0 });
+        const limiter = createLimiter({ store });
+        const request = { organization: 'o', endpoint: 'POST /browsers', plan: 'developer', limits: limits as Limit };
+        await expect(limiter.consume(request)).rejects.toMatchObject({ code: 'invalid_argument' });
+        expect(store.stats().buckets).toBe(0);
+      }),
+      { numRuns: 500 },
     );
   });
 });

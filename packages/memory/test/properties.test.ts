@@ -2,11 +2,16 @@ import {
   createLimiter,
   type Decision,
   type EndpointMode,
+  EVERY_ENDPOINT,
+  type Limit,
   type Limiter,
   limitFor,
+  limitStates,
+  type Outcome,
   PLANS,
   type Plan,
-  UNITS_PER_TOKEN,
+  perMinute,
+  tokenBucket,
   unitsAfter,
   unitsAt,
 } from '@ratecard/core';
@@ -70,8 +75,8 @@ describe('token bucket properties (memory store, fake timers)', () => {
             for (let j = i; j < admitted.length; j++) {
               sum += (admitted[j] as { cost: number }).cost;
               const span = (admitted[j] as { at: number }).at - (admitted[i] as { at: number }).at;
-              // In units: sum·60 000 ≤ C·60 000 + C·span(ms), all integers.
-              expect(sum * UNITS_PER_TOKEN).toBeLessThanOrEqual(capacity * UNITS_PER_TOKEN + capacity * span);
+              // Times 60 000 ms: sum·60 000 ≤ C·60 000 + C·span(ms), all integers.
+              expect(sum * 60_000).toBeLessThanOrEqual(capacity * 60_000 + capacity * span);
             }
           }
         },
@@ -112,8 +117,11 @@ describe('token bucket properties (memory store, fake timers)', () => {
             const { units, ...coarse } = expected;
             expect(pick(decision)).toEqual({ ...coarse, allowed: !expected.limited, limit });
             // The store's outcome carries the exact units, which a decision rounds away.
-            const outcome = step.peek ? store.peek('org', 'e', limit, cost) : store.consume('org', 'e', limit, cost);
-            expect(unitsAfter(outcome)).toBe(units);
+            const limits = [perMinute(limit)];
+            const [outcome] = step.peek
+              ? store.peek('org', 'e', limits, cost)
+              : store.consume('org', 'e', limits, cost);
+            expect(unitsAfter(outcome as Outcome)).toBe(units);
           }
         },
       ),
@@ -163,8 +171,9 @@ describe('token bucket properties (memory store, fake timers)', () => {
         fc.constantFrom(...Object.values(PLANS), 7, 1_000),
         fc.integer({ min: 0, max: 100 }),
         fc.array(fc.integer({ min: 0, max: 5_000 }), { maxLength: 50 }),
-        (limit, startPercent, steps) => {
-          const start = Math.floor((limit * UNITS_PER_TOKEN * startPercent) / 100);
+        (rpm, startPercent, steps) => {
+          const limit = perMinute(rpm);
+          const start = Math.floor((limit.capacity * limit.unitsPerToken * startPercent) / 100);
           let units = start;
           let at = T0;
           for (const step of steps) {
@@ -182,13 +191,14 @@ describe('token bucket properties (memory store, fake timers)', () => {
         clock.setSystemTime(T0);
         const store = fakedStore();
         const capacity = PLANS[p];
-        store.consume('watched', 'e', capacity, capacity);
-        store.consume('idle', 'e', capacity, capacity);
+        const limits = [perMinute(capacity)];
+        store.consume('watched', 'e', limits, capacity);
+        store.consume('idle', 'e', limits, capacity);
         for (const step of steps) {
           clock.tick(step);
-          store.peek('watched', 'e', capacity, 1);
+          store.peek('watched', 'e', limits, 1);
         }
-        expect(store.consume('watched', 'e', capacity, 1)).toBe(store.consume('idle', 'e', capacity, 1));
+        expect(store.consume('watched', 'e', limits, 1)).toEqual(store.consume('idle', 'e', limits, 1));
       }),
       RUNS,
     );
@@ -249,7 +259,7 @@ describe('token bucket properties (memory store, fake timers)', () => {
             for (let j = i; j < admitted.length; j++) {
               sum += (admitted[j] as { cost: number }).cost;
               const span = (admitted[j] as { at: number }).at - (admitted[i] as { at: number }).at;
-              expect(sum * UNITS_PER_TOKEN).toBeLessThanOrEqual(capacity * UNITS_PER_TOKEN + capacity * span);
+              expect(sum * 60_000).toBeLessThanOrEqual(capacity * 60_000 + capacity * span);
             }
           }
         },
@@ -292,6 +302,196 @@ describe('token bucket properties (memory store, fake timers)', () => {
       seen[p] = next.retryAfter;
     }
     expect(seen).toEqual({ developer: 6, hobbyist: 3, startup: 1, enterprise: 1 });
+  });
+});
+
+/** Any interval from a millisecond to a day, the named periods more often. */
+const intervalMs = fc.oneof(
+  fc.constantFrom(1_000, 60_000, 3_600_000, 86_400_000),
+  fc.integer({ min: 1, max: 86_400_000 }),
+);
+
+/** The shape of a limit: any interval, a refill, and a burst from a tenth to three times the refill. */
+const shape = fc
+  .record({ intervalMs, refill: fc.integer({ min: 1, max: 200 }), burstPercent: fc.integer({ min: 10, max: 300 }) })
+  .map(({ intervalMs, refill, burstPercent }) => ({
+    capacity: Math.max(1, Math.floor((refill * burstPercent) / 100)),
+    refill,
+    intervalMs,
+  }));
+
+/** Waits in thousandths of a token's refill time: none, part of a token, a few tokens, or a long idle stretch. */
+const permille = fc.oneof(
+  fc.constant(0),
+  fc.integer({ min: 1, max: 1_000 }),
+  fc.integer({ min: 1_000, max: 5_000 }),
+  fc.integer({ min: 5_000, max: 300_000 }),
+);
+
+/** A wait of `tokens` thousandths of a token of `limit`, in whole ms. */
+const waitFor = (limit: Limit, tokens: number) => Math.floor((limit.intervalMs * tokens) / (limit.refill * 1_000));
+
+/** A limiter on the faked clock that takes each request's own limits. */
+const ownLimiter = () => createLimiter({ store: fakedStore(), endpoints: EVERY_ENDPOINT });
+function ask(limits: Limit | Limit[], cost: number) {
+  return { organization: 'org', endpoint: 'POST /api', limits, cost };
+}
+
+/** Every window [a, b] of admitted requests holds at most capacity + refill × (b − a) / intervalMs tokens. */
+function expectWithinBound(limit: Limit, admitted: readonly { at: number; cost: number }[]): void {
+  for (let i = 0; i < admitted.length; i++) {
+    let sum = 0;
+    for (let j = i; j < admitted.length; j++) {
+      const step = admitted[j] as { at: number; cost: number };
+      sum += step.cost;
+      const span = step.at - (admitted[i] as { at: number }).at;
+      // Times intervalMs, in integers: sum·I ≤ C·I + r·span.
+      expect(sum * limit.intervalMs).toBeLessThanOrEqual(limit.capacity * limit.intervalMs + limit.refill * span);
+    }
+  }
+}
+
+describe('any limit: seconds to days, bursts above and below the rate, costs (memory store, fake timers)', () => {
+  it('8. bound: the cost admitted in any interval [a, b] is at most capacity + refill·(b−a)/intervalMs', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        shape,
+        fc.array(fc.record({ wait: permille, cost: fc.integer({ min: 1, max: 5 }) }), { maxLength: 80 }),
+        async (stated, schedule) => {
+          clock.setSystemTime(T0);
+          const limiter = ownLimiter();
+          const limit = tokenBucket(stated);
+          const admitted: { at: number; cost: number }[] = [];
+          for (const { wait, cost } of schedule) {
+            clock.tick(waitFor(limit, wait));
+            const c = Math.min(cost, limit.capacity);
+            if ((await limiter.consume(ask(limit, c))).allowed) admitted.push({ at: Date.now(), cost: c });
+          }
+          expectWithinBound(limit, admitted);
+        },
+      ),
+      RUNS,
+    );
+  });
+
+  it('9. exactness: every decision equals the exact model, through limit changes under one name', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(shape, { minLength: 1, maxLength: 3 }),
+        fc.array(
+          fc.record({ which: fc.nat(), wait: permille, cost: fc.integer({ min: 1, max: 8 }), peek: fc.boolean() }),
+          { maxLength: 60 },
+        ),
+        async (shapes, schedule) => {
+          clock.setSystemTime(T0);
+          const limiter = ownLimiter();
+          const store = fakedStore();
+          const model = new ExactBucketModel();
+          // One name for every shape: each switch is a limit changed under its name.
+          const limits = shapes.map((stated) => tokenBucket({ ...stated, name: 'l' }));
+          for (const step of schedule) {
+            const limit = limits[step.which % limits.length] as Limit;
+            clock.tick(waitFor(limit, step.wait));
+            const cost = Math.min(step.cost, limit.capacity);
+            const decision = step.peek ? await limiter.peek(ask(limit, cost)) : await limiter.consume(ask(limit, cost));
+            const expected = step.peek
+              ? model.peek('b', Date.now(), limit, cost)
+              : model.consume('b', Date.now(), limit, cost);
+            const { units, ...coarse } = expected;
+            expect(pick(decision)).toEqual({ ...coarse, allowed: !expected.limited, limit: limit.capacity });
+            const [outcome] = step.peek ? store.peek('b', 'e', [limit], cost) : store.consume('b', 'e', [limit], cost);
+            expect(unitsAfter(outcome as Outcome)).toBe(units);
+          }
+        },
+      ),
+      RUNS,
+    );
+  });
+
+  it('10. Retry-After is honest and tight, for one limit or two', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(shape, { minLength: 1, maxLength: 2 }),
+        fc.array(fc.record({ wait: permille, cost: fc.integer({ min: 1, max: 5 }) }), { minLength: 1, maxLength: 40 }),
+        fc.integer({ min: 1, max: 300 }),
+        async (shapes, schedule, finalCost) => {
+          clock.setSystemTime(T0);
+          const limiter = ownLimiter();
+          const limits = shapes.map((stated, i) => tokenBucket({ ...stated, name: `l${i}` }));
+          const most = Math.min(...limits.map((limit) => limit.capacity));
+          for (const { wait, cost } of schedule) {
+            clock.tick(waitFor(limits[0] as Limit, wait));
+            await limiter.consume(ask(limits, Math.min(cost, most)));
+          }
+          const cost = Math.min(finalCost, most);
+          const limited = await limiter.consume(ask(limits, cost));
+          if (!limited.limited) return;
+          expect(limited.retryAfter).toBeGreaterThanOrEqual(1);
+          if (limited.retryAfter >= 2) {
+            clock.tick((limited.retryAfter - 1) * 1_000);
+            expect((await limiter.consume(ask(limits, cost))).limited).toBe(true);
+            clock.tick(1_000);
+          } else {
+            clock.tick(limited.retryAfter * 1_000);
+          }
+          expect((await limiter.consume(ask(limits, cost))).allowed).toBe(true);
+        },
+      ),
+      RUNS,
+    );
+  });
+
+  it('11. two limits on one request: no limit over-admits, a refused request charges nothing, the model agrees', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        shape,
+        shape,
+        fc.array(fc.record({ wait: permille, cost: fc.integer({ min: 1, max: 5 }), first: fc.boolean() }), {
+          maxLength: 60,
+        }),
+        async (a, b, schedule) => {
+          clock.setSystemTime(T0);
+          const limiter = ownLimiter();
+          const store = fakedStore();
+          const model = new ExactBucketModel();
+          const limits = [tokenBucket({ ...a, name: 'a' }), tokenBucket({ ...b, name: 'b' })];
+          const most = Math.min(a.capacity, b.capacity);
+          const admitted: { at: number; cost: number }[] = [];
+          for (const step of schedule) {
+            clock.tick(waitFor(limits[step.first ? 0 : 1] as Limit, step.wait));
+            const cost = Math.min(step.cost, most);
+            const decision = await limiter.consume(ask(limits, cost));
+            const expected = model.consumeAll('b', Date.now(), limits, cost);
+            expect(pick(decision)).toEqual({
+              limited: expected.limited,
+              allowed: !expected.limited,
+              remaining: expected.remaining,
+              retryAfter: expected.retryAfter,
+              resetAfter: expected.resetAfter,
+              limit: expected.limit,
+            });
+            expect(limitStates(decision).map(({ limit, ...figures }) => figures)).toEqual(
+              expected.limits.map(({ units, ...figures }) => figures),
+            );
+            const outcomes = store.consume('b', 'e', limits, cost);
+            expect(outcomes.map(unitsAfter)).toEqual(expected.limits.map((figures) => figures.units));
+            if (decision.allowed) {
+              admitted.push({ at: Date.now(), cost });
+              expect(outcomes.every((outcome) => outcome >= 0)).toBe(true);
+            } else {
+              // Each bucket, asked alone, still holds what the refused call found in it.
+              limits.forEach((limit, i) => {
+                const [alone] = store.peek('b', 'e', [limit], 1) as [Outcome];
+                const held = alone >= 0 ? alone + limit.unitsPerToken : -1 - alone;
+                expect(held).toBe(-1 - (outcomes[i] as Outcome));
+              });
+            }
+          }
+          for (const limit of limits) expectWithinBound(limit, admitted);
+        },
+      ),
+      RUNS,
+    );
   });
 });
 

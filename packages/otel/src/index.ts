@@ -12,10 +12,13 @@ import {
   type Decision,
   type DecisionSource,
   describeValue,
+  type Limit,
   type LimitRequest,
   type Outcome,
   PLANS,
+  type Plans,
   RateLimitError,
+  retryAfterSeconds,
   type Store,
 } from '@ratecard/core';
 
@@ -27,6 +30,11 @@ export const SCOPE_VERSION = '0.1.0';
 export interface LimiterMetricsOptions {
   /** Where the instruments come from; default the global provider that `@opentelemetry/api` holds. */
   meterProvider?: MeterProvider;
+  /**
+   * The limiter's plans (the `plans` given to `createLimiter`, or their names): the values `ratecard.plan` may take.
+   * Default the spec's four. A decision on any other plan is counted with `ratecard.plan` = `_OTHER`.
+   */
+  plans?: Plans | readonly string[];
 }
 
 /** What `memoryStore()` of `@ratecard/memory` is: a store with its counters. */
@@ -60,7 +68,8 @@ export interface StoreMetricsOptions {
 export interface LimiterMetrics {
   /**
    * Counts a decision on `ratecard.decisions`: pass it as `createLimiter`'s `onDecision`, or call it from yours.
-   * Attributes: rule, mode, outcome, source and plan; never the organization.
+   * Attributes: rule, mode, outcome, source, plan and, on a limited decision, the limit that refused it; never the
+   * organization or anything else per key.
    */
   readonly onDecision: (decision: Decision, request: LimitRequest) => void;
   /**
@@ -85,13 +94,19 @@ export const STORE_DURATION_BUCKETS: readonly number[] = Object.freeze([
 
 const MODES: readonly Decision['mode'][] = ['enforce', 'shadow', 'unlimited'];
 const SOURCES: readonly DecisionSource[] = ['store', 'fallback', 'fail-open', 'fail-closed', 'none'];
-const PLAN_NAMES: readonly string[] = Object.keys(PLANS);
-/** Tallies per rule: one per (mode, outcome, source, plan) there is. */
-const TALLIES_PER_RULE = MODES.length * 2 * SOURCES.length * PLAN_NAMES.length;
+/** The value of a bounded attribute whose value is not one of those counted one by one. */
+const OTHER = '_OTHER';
+/**
+ * Limit names counted one by one under `ratecard.limit`; past them, `_OTHER`. Names come from the configuration or
+ * from the limits a caller computes per request, which are few too, unless a caller writes a key into a name.
+ */
+const MAX_LIMIT_NAMES = 64;
+/** Plan names counted one by one; the limiter refuses a plan it does not know, so only a made-up decision passes it. */
+const MAX_PLANS = 256;
 /**
  * Rules come from the limiter's configuration, so there are few; the bound only keeps a caller who feeds onDecision
- * made-up rules from growing the tallies without end. Past it, and for a mode, source or plan this version does not
- * know, decisions are counted under the overflow set, as the OpenTelemetry SDK does past its cardinality limit.
+ * made-up rules from growing the tallies without end. Past it, and for a mode or source this version does not know,
+ * decisions are counted under the overflow set, as the OpenTelemetry SDK does past its cardinality limit.
  */
 const MAX_RULES = 1_000;
 const OVERFLOW: Attributes = Object.freeze({ 'otel.metric.overflow': true });
@@ -104,15 +119,55 @@ interface Tally {
 /** error.type values are error codes or class names, a handful; past this bound a new one is reported as '_OTHER'. */
 const MAX_ERROR_TYPES = 32;
 
-function decisionAttributes(decision: Decision, plan: string): Attributes {
+/**
+ * The limit that refused a limited decision: the one that waits longest (ties to the first), as the
+ * limiter chooses the limit it reports; undefined when the decision was not limited.
+ */
+function refusingLimit(decision: Decision): Limit | undefined {
+  if (!decision.limited) return undefined;
+  const { limits, outcomes, cost } = decision;
+  let most = limits[0];
+  if (limits.length > 1) {
+    let wait = retryAfterSeconds(outcomes[0] as Outcome, most as Limit, cost);
+    for (let i = 1; i < limits.length; i++) {
+      const next = retryAfterSeconds(outcomes[i] as Outcome, limits[i] as Limit, cost);
+      if (next > wait) {
+        wait = next;
+        most = limits[i];
+      }
+    }
+  }
+  return most;
+}
+
+function decisionAttributes(decision: Decision, plan: string | undefined, limit: string | undefined): Attributes {
   const attributes: Attributes = {};
   // An unlimited decision has no rule; its endpoint is the request's own path, unbounded, so it is never recorded.
   if (decision.rule !== null) attributes['ratecard.rule'] = decision.rule;
   attributes['ratecard.mode'] = decision.mode;
   attributes['ratecard.outcome'] = decision.limited ? 'limited' : 'allowed';
   attributes['ratecard.source'] = decision.source;
-  attributes['ratecard.plan'] = plan;
+  // A request limited only by its own limits may name no plan.
+  if (plan !== undefined) attributes['ratecard.plan'] = plan;
+  if (limit !== undefined) attributes['ratecard.limit'] = limit;
   return Object.freeze(attributes);
+}
+
+/** The plan names `ratecard.plan` may take, from the `plans` option. */
+function planNames(plans: LimiterMetricsOptions['plans']): string[] {
+  if (plans === undefined) return Object.keys(PLANS);
+  const names = Array.isArray(plans)
+    ? plans
+    : typeof plans === 'object' && plans !== null
+      ? Object.keys(plans)
+      : undefined;
+  if (names === undefined || names.length > MAX_PLANS || names.some((name) => typeof name !== 'string')) {
+    throw new RateLimitError(
+      'invalid_option',
+      `ratecard: limiterMetrics' plans must be the limiter's plans or up to ${MAX_PLANS} plan names, got ${describeValue(plans)}`,
+    );
+  }
+  return [...names];
 }
 
 /** A low-cardinality name for what went wrong: ratecard's error code, else the error's class name. */
@@ -123,8 +178,8 @@ function errorType(error: unknown): string {
 }
 
 /**
- * Times a store's consume and peek calls. The wrapper adds no promise of its own to the decision: a number comes back
- * as it is, and a promise is returned unchanged, the timing riding on a side branch of it.
+ * Times a store's consume and peek calls. The wrapper adds no promise of its own to the decision: outcomes come back
+ * as they are, and a promise is returned unchanged, the timing riding on a side branch of it.
  */
 class TimedStore implements Store {
   readonly shared: boolean;
@@ -143,31 +198,31 @@ class TimedStore implements Store {
   consume(
     organization: string,
     endpoint: string,
-    limit: number,
+    limits: readonly Limit[],
     cost: number,
     budgetMs?: number,
-  ): Outcome | Promise<Outcome> {
+  ): Outcome[] | Promise<Outcome[]> {
     const start = performance.now();
     try {
-      return this.timed(this.inner.consume(organization, endpoint, limit, cost, budgetMs), start, budgetMs);
+      return this.timed(this.inner.consume(organization, endpoint, limits, cost, budgetMs), start, budgetMs);
     } catch (error) {
       this.record(start, error);
       throw error;
     }
   }
 
-  peek(organization: string, endpoint: string, limit: number, cost: number): Outcome | Promise<Outcome> {
+  peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Outcome[] | Promise<Outcome[]> {
     const start = performance.now();
     try {
-      return this.timed(this.inner.peek(organization, endpoint, limit, cost), start, undefined);
+      return this.timed(this.inner.peek(organization, endpoint, limits, cost), start, undefined);
     } catch (error) {
       this.record(start, error);
       throw error;
     }
   }
 
-  reset(organization: string, endpoint: string): void | Promise<void> {
-    return this.inner.reset(organization, endpoint);
+  reset(organization: string, endpoint: string, limits: readonly Limit[]): void | Promise<void> {
+    return this.inner.reset(organization, endpoint, limits);
   }
 
   close(): void | Promise<void> {
@@ -175,11 +230,11 @@ class TimedStore implements Store {
   }
 
   private timed(
-    answer: Outcome | Promise<Outcome>,
+    answer: Outcome[] | Promise<Outcome[]>,
     start: number,
     budgetMs: number | undefined,
-  ): Outcome | Promise<Outcome> {
-    if (typeof answer === 'number') {
+  ): Outcome[] | Promise<Outcome[]> {
+    if (Array.isArray(answer)) {
       this.settled(start, budgetMs);
     } else {
       answer.then(
@@ -249,8 +304,12 @@ function checkTime(options: StoreMetricsOptions, method: string): boolean {
 class OtelLimiterMetrics implements LimiterMetrics {
   private readonly meter: Meter;
   private readonly duration: Histogram;
-  /** rule ('' for none) → tallies, indexed by (mode, outcome, source, plan). */
-  private readonly tallies = new Map<string, (Tally | undefined)[]>();
+  /** rule ('' for none) → tallies, keyed by the index of (mode, outcome, source, plan, limit). */
+  private readonly tallies = new Map<string, Map<number, Tally>>();
+  /** Plan name → index; 0 stands for no plan, 1 for `_OTHER`. */
+  private readonly plans = new Map<string, number>();
+  /** Limit name → index, learnt as decisions name them up to MAX_LIMIT_NAMES; 0 stands for none, 1 for `_OTHER`. */
+  private readonly limitNames = new Map<string, number>();
   private readonly overflow: Tally = { attributes: OVERFLOW, count: 0 };
   private readonly memoryStores: MemoryStoreWithStats[] = [];
   private readonly redisStores: RedisStoreWithStats[] = [];
@@ -263,13 +322,14 @@ class OtelLimiterMetrics implements LimiterMetrics {
         `ratecard: meterProvider must be an OpenTelemetry MeterProvider, got ${describeValue(provider)}`,
       );
     }
+    for (const name of planNames(options.plans)) this.plans.set(name, this.plans.size + 2);
     this.meter = provider.getMeter(SCOPE_NAME, SCOPE_VERSION);
     // An asynchronous counter over tallies kept here: a synchronous Counter's add() makes the SDK hash the attribute
     // set again on every call (its keys sorted and JSON-stringified), which measured several times the cost of the
     // decision itself (packages/otel/bench/limiter-overhead.mjs); a tally costs one increment.
     this.meter
       .createObservableCounter('ratecard.decisions', {
-        description: 'Rate-limit decisions, by rule, mode, outcome, source and plan.',
+        description: 'Rate-limit decisions, by rule, mode, outcome, source, plan and the limit that refused.',
         unit: '{decision}',
       })
       .addCallback(this.observeDecisions);
@@ -314,30 +374,47 @@ class OtelLimiterMetrics implements LimiterMetrics {
   }
 
   /** The tally of a decision's attribute set, made (with its attributes, built once) on first use. */
-  private tallyFor(decision: Decision, plan: string): Tally {
+  private tallyFor(decision: Decision, plan: string | undefined): Tally {
     const mode = MODES.indexOf(decision.mode);
     const source = SOURCES.indexOf(decision.source);
-    const planIndex = PLAN_NAMES.indexOf(plan);
-    if (mode < 0 || source < 0 || planIndex < 0) return this.overflow;
+    if (mode < 0 || source < 0) return this.overflow;
+    const planIndex = plan === undefined ? 0 : (this.plans.get(plan) ?? 1);
+    const limit = refusingLimit(decision);
+    const limitIndex = limit === undefined ? 0 : this.limitIndex(limit.name);
     const rule = decision.rule ?? '';
     let tallies = this.tallies.get(rule);
     if (tallies === undefined) {
       if (this.tallies.size >= MAX_RULES) return this.overflow;
-      tallies = new Array<Tally | undefined>(TALLIES_PER_RULE);
+      tallies = new Map();
       this.tallies.set(rule, tallies);
     }
-    const index = ((mode * 2 + (decision.limited ? 1 : 0)) * SOURCES.length + source) * PLAN_NAMES.length + planIndex;
-    let tally = tallies[index];
+    const index =
+      (((mode * 2 + (decision.limited ? 1 : 0)) * SOURCES.length + source) * (MAX_PLANS + 2) + planIndex) *
+        (MAX_LIMIT_NAMES + 2) +
+      limitIndex;
+    let tally = tallies.get(index);
     if (tally === undefined) {
-      tally = { attributes: decisionAttributes(decision, plan), count: 0 };
-      tallies[index] = tally;
+      const planName = planIndex === 0 ? undefined : planIndex === 1 ? OTHER : plan;
+      const limitName = limitIndex === 0 ? undefined : limitIndex === 1 ? OTHER : limit?.name;
+      tally = { attributes: decisionAttributes(decision, planName, limitName), count: 0 };
+      tallies.set(index, tally);
     }
     return tally;
   }
 
+  private limitIndex(name: string): number {
+    let index = this.limitNames.get(name);
+    if (index === undefined) {
+      if (this.limitNames.size >= MAX_LIMIT_NAMES) return 1;
+      index = this.limitNames.size + 2;
+      this.limitNames.set(name, index);
+    }
+    return index;
+  }
+
   private readonly observeDecisions = (result: ObservableResult): void => {
     for (const tallies of this.tallies.values()) {
-      for (const tally of tallies) if (tally !== undefined) result.observe(tally.count, tally.attributes);
+      for (const tally of tallies.values()) result.observe(tally.count, tally.attributes);
     }
     if (this.overflow.count > 0) result.observe(this.overflow.count, this.overflow.attributes);
   };

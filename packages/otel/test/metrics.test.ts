@@ -13,8 +13,12 @@ import {
   type Limiter,
   type LimitRequest,
   type Outcome,
+  perHour,
+  perMinute,
+  perSecond,
   RateLimitError,
   type Store,
+  tokenBucket,
 } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import { redisStore } from '@ratecard/redis';
@@ -87,21 +91,26 @@ async function times(n: number, limiter: Limiter, request: LimitRequest): Promis
   for (let i = 0; i < n; i++) await limiter.consume(request);
 }
 
-/** The label of a decision's attribute set, as `label` renders it; no rule for an unlimited decision. */
+/**
+ * The label of a decision's attribute set, as `label` renders it; no rule for an unlimited decision, no plan when it is
+ * null, and on a limited decision the limit that refused (the spec plans' '1m' unless given).
+ */
 function decision(
   rule: string | null,
   mode: string,
   outcome: 'allowed' | 'limited',
   source: string,
-  plan = 'developer',
+  plan: string | null = 'developer',
+  limit = '1m',
 ): string {
   const attributes: Attributes = {
     'ratecard.mode': mode,
     'ratecard.outcome': outcome,
     'ratecard.source': source,
-    'ratecard.plan': plan,
   };
+  if (plan !== null) attributes['ratecard.plan'] = plan;
   if (rule !== null) attributes['ratecard.rule'] = rule;
+  if (outcome === 'limited') attributes['ratecard.limit'] = limit;
   return label(attributes);
 }
 
@@ -163,12 +172,73 @@ describe('ratecard.decisions', () => {
     const request = developer('org_a', 'POST /browsers');
     const made = { ...(await createLimiter({ store: memoryStore() }).consume(request)) };
     metrics.onDecision({ ...made, source: 'elsewhere' as never }, request);
-    metrics.onDecision(made, { ...request, plan: 'platinum' as never });
+    metrics.onDecision({ ...made, mode: 'sideways' as never }, request);
     for (let i = 0; i < 1_200; i++) metrics.onDecision({ ...made, rule: `GET /made-up/${i}` }, request);
     const points = sums(await otel.collect(), 'ratecard.decisions');
     // Rules are counted one by one up to 1 000 of them; past that, and for the unknown values, under overflow.
     expect(Object.keys(points)).toHaveLength(1_001);
     expect(points['otel.metric.overflow=true']).toBe(2 + 200);
+  });
+
+  it('counts a plan the limiter was not said to have as _OTHER, and a request without a plan with no plan', async () => {
+    const limiter = createLimiter({ store: memoryStore(), onDecision: metrics.onDecision });
+    await limiter.consume(developer('org_a', 'POST /browsers'));
+    await limiter.consume({ organization: '10.0.0.1', endpoint: 'POST /upload', limits: perSecond(5) });
+    const request = developer('org_a', 'POST /browsers');
+    const made = await createLimiter({ store: memoryStore() }).consume(request);
+    metrics.onDecision(made, { ...request, plan: 'platinum' });
+    expect(sums(await otel.collect(), 'ratecard.decisions')).toEqual({
+      [decision('POST /browsers', 'enforce', 'allowed', 'store')]: 1,
+      [decision('POST /browsers', 'enforce', 'allowed', 'store', '_OTHER')]: 1,
+      [decision('ALL /*', 'enforce', 'allowed', 'store', null)]: 1,
+    });
+  });
+
+  it("names own plans by the limiter's plans, and counts the rest as _OTHER", async () => {
+    const plans = { free: perMinute(60), pro: [perSecond(10), perHour(1000)] };
+    const own = limiterMetrics({ meterProvider: otel.provider, plans });
+    const limiter = createLimiter({ store: memoryStore(), plans, onDecision: own.onDecision });
+    await limiter.consume({ organization: 'a', endpoint: 'POST /search', plan: 'free' });
+    await limiter.consume({ organization: 'b', endpoint: 'POST /search', plan: 'pro' });
+    const other = createLimiter({ store: memoryStore(), plans: { team: perMinute(5) }, onDecision: own.onDecision });
+    await other.consume({ organization: 'c', endpoint: 'POST /search', plan: 'team' });
+    expect(sums(await otel.collect(), 'ratecard.decisions')).toEqual({
+      [decision('ALL /*', 'enforce', 'allowed', 'store', 'free')]: 1,
+      [decision('ALL /*', 'enforce', 'allowed', 'store', 'pro')]: 1,
+      [decision('ALL /*', 'enforce', 'allowed', 'store', '_OTHER')]: 1,
+    });
+    expect(() => limiterMetrics({ meterProvider: otel.provider, plans: ['free', 3] as never })).toThrow(
+      /^ratecard: limiterMetrics' plans must be/,
+    );
+    expect(limiterMetrics({ meterProvider: otel.provider, plans: ['free', 'pro'] }).onDecision).toBeTypeOf('function');
+  });
+
+  it('names the limit that refused a decision with several limits: the one that waits longest', async () => {
+    let now = 0;
+    const limiter = createLimiter({ store: memoryStore({ now: () => now }), onDecision: metrics.onDecision });
+    const request = { organization: '10.0.0.1', endpoint: 'POST /upload', limits: [perSecond(10), perHour(12)] };
+    for (let i = 0; i < 11; i++) await limiter.consume(request);
+    now += 1_000;
+    // The second's bucket is full again and the hour holds two tokens and a bit: two more pass, then the hour refuses.
+    for (let i = 0; i < 3; i++) await limiter.consume(request);
+    expect(sums(await otel.collect(), 'ratecard.decisions')).toEqual({
+      [decision('ALL /*', 'enforce', 'allowed', 'store', null)]: 12,
+      [decision('ALL /*', 'enforce', 'limited', 'store', null, '1s')]: 1,
+      [decision('ALL /*', 'enforce', 'limited', 'store', null, '1h')]: 1,
+    });
+  });
+
+  it('counts limit names one by one up to 64 of them, the rest as _OTHER', async () => {
+    const limiter = createLimiter({ store: memoryStore(), onDecision: metrics.onDecision });
+    for (let i = 0; i < 70; i++) {
+      const limits = tokenBucket({ capacity: 1, refill: 1, intervalMs: 60_000, name: `limit-${i}` });
+      for (let j = 0; j < 2; j++) await limiter.consume({ organization: 'a', endpoint: 'POST /upload', limits });
+    }
+    const points = sums(await otel.collect(), 'ratecard.decisions');
+    expect(points[decision('ALL /*', 'enforce', 'allowed', 'store', null)]).toBe(70);
+    expect(points[decision('ALL /*', 'enforce', 'limited', 'store', null, 'limit-63')]).toBe(1);
+    expect(points[decision('ALL /*', 'enforce', 'limited', 'store', null, '_OTHER')]).toBe(6);
+    expect(Object.keys(points)).toHaveLength(1 + 64 + 1);
   });
 
   it('counts decisions from limiters sharing one metrics object together', async () => {
@@ -188,13 +258,13 @@ describe('ratecard.store.duration', () => {
     const slow: Store = {
       shared: false,
       consume: () =>
-        new Promise<Outcome>((resolve) =>
+        new Promise<Outcome[]>((resolve) =>
           setTimeout(() => {
             answered++;
-            resolve(0);
+            resolve([0]);
           }, 60),
         ),
-      peek: () => Promise.resolve(0),
+      peek: () => Promise.resolve([0]),
       reset: () => {},
       close: () => {},
     };
@@ -254,9 +324,9 @@ describe('ratecard.store.duration', () => {
     expect(Object.values(sums(collected, 'ratecard.decisions'))).toEqual([2]);
   });
 
-  it('keeps the memory store synchronous: a consume through the wrapper returns a number', () => {
+  it('keeps the memory store synchronous: a consume through the wrapper returns the outcomes, not a promise', () => {
     const timed = metrics.memory(memoryStore());
-    expect(typeof timed.consume('org_a', 'POST /browsers', 10, 1)).toBe('number');
+    expect(timed.consume('org_a', 'POST /browsers', [perMinute(10)], 1)).toEqual([9 * 6000]);
     expect(timed.shared).toBe(false);
   });
 });

@@ -149,3 +149,56 @@ describe.each(publicPackages.map(({ dir, manifest }) => [manifest.name, dir, man
     });
   },
 );
+
+describe('the packed packages together', () => {
+  it('limit one request by two limits from ESM and CJS: the limit helpers, limitStates and the IETF items', () => {
+    const program = (load: (specifier: string) => string): string => `
+${load('@ratecard/core')}
+${load('@ratecard/memory')}
+${load('@ratecard/http')}
+const { createLimiter, limitStates, perDay, perHour, perMinute, perSecond, SPEC_PLANS, tokenBucket } = core;
+const limiter = createLimiter({ store: memory.memoryStore() });
+const limits = [perSecond(10), perHour(1000)];
+const run = async () => {
+  let decision;
+  for (let i = 0; i < 11; i++) {
+    decision = await limiter.consume({ organization: 'ip-1', endpoint: 'POST /upload', limits });
+  }
+  const headers = http.rateLimitHeaders(decision, { ietf: true });
+  console.log(JSON.stringify([
+    typeof perMinute, typeof perDay, typeof tokenBucket, SPEC_PLANS.developer.name,
+    limitStates(decision).map((state) => state.limited),
+    headers['RateLimit-Policy'], headers['Retry-After'],
+  ]));
+};
+run();
+`;
+    const esm = join(scratch, 'two-limits.mjs');
+    const cjs = join(scratch, 'two-limits.cjs');
+    const names: Record<string, string> = {
+      '@ratecard/core': 'core',
+      '@ratecard/memory': 'memory',
+      '@ratecard/http': 'http',
+    };
+    writeFileSync(
+      esm,
+      program((s) => `import * as ${names[s]} from '${s}';`),
+    );
+    writeFileSync(
+      cjs,
+      program((s) => `const ${names[s]} = require('${s}');`),
+    );
+    for (const file of [esm, cjs]) {
+      const output = execFileSync(process.execPath, [file], { cwd: scratch, encoding: 'utf8' }).trim();
+      expect(JSON.parse(output)).toEqual([
+        'function',
+        'function',
+        'function',
+        '1m',
+        [true, false],
+        '"1s";q=10;w=1, "1h";q=1000;w=3600',
+        '1',
+      ]);
+    }
+  });
+});

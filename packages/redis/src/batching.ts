@@ -1,21 +1,27 @@
-import type { Outcome } from '@ratecard/core';
+import type { Limit, Outcome } from '@ratecard/core';
 import type { Connection } from './client.js';
 
 /** The two ends of a consume call's promise. */
 export interface Receiver {
-  resolve(outcome: Outcome): void;
+  resolve(outcomes: Outcome[]): void;
   reject(error: unknown): void;
 }
 
-/** Consume calls waiting to be sent, in parallel arrays: queuing a call allocates nothing of its own. */
+/**
+ * Consume calls waiting to be sent, in parallel arrays: queuing a call allocates nothing of its own. A call charges
+ * the buckets of k limits, all in its organization's slot: its keys lie in `keys` from `starts[i]`, one per limit.
+ */
 export class CallBatch {
+  /** The keys of every call, call after call. */
   readonly keys: string[] = [];
+  /** Per call: where its keys start in `keys`. */
+  readonly starts: number[] = [];
   readonly slots: number[] = [];
-  readonly limits: number[] = [];
+  readonly limits: (readonly Limit[])[] = [];
   readonly costs: number[] = [];
   /** performance.now() instants after which nobody waits for the answer (Infinity: someone always does). */
   readonly deadlines: number[] = [];
-  /** Who is told each call's outcome. */
+  /** Who is told each call's outcomes. */
   readonly receivers: Receiver[] = [];
   /**
    * Where the calls go: undefined, by key (standalone, or a cluster's slot the client routes and redirects); a
@@ -24,13 +30,26 @@ export class CallBatch {
   master: string | undefined = undefined;
 
   get length(): number {
-    return this.keys.length;
+    return this.starts.length;
   }
 
-  add(key: string, slot: number, limit: number, cost: number, deadline: number, receiver: Receiver): void {
-    this.keys.push(key);
+  /** Where call `i`'s keys end in `keys` (exclusive). */
+  keysEnd(i: number): number {
+    return i + 1 < this.starts.length ? (this.starts[i + 1] as number) : this.keys.length;
+  }
+
+  add(
+    keys: readonly string[],
+    slot: number,
+    limits: readonly Limit[],
+    cost: number,
+    deadline: number,
+    receiver: Receiver,
+  ): void {
+    this.starts.push(this.keys.length);
+    for (const key of keys) this.keys.push(key);
     this.slots.push(slot);
-    this.limits.push(limit);
+    this.limits.push(limits);
     this.costs.push(cost);
     this.deadlines.push(deadline);
     this.receivers.push(receiver);
@@ -38,9 +57,11 @@ export class CallBatch {
 
   /** Appends call `i` of another batch, receiver included. */
   takeFrom(other: CallBatch, i: number): void {
-    this.keys.push(other.keys[i] as string);
+    this.starts.push(this.keys.length);
+    const end = other.keysEnd(i);
+    for (let j = other.starts[i] as number; j < end; j++) this.keys.push(other.keys[j] as string);
     this.slots.push(other.slots[i] as number);
-    this.limits.push(other.limits[i] as number);
+    this.limits.push(other.limits[i] as readonly Limit[]);
     this.costs.push(other.costs[i] as number);
     this.deadlines.push(other.deadlines[i] as number);
     this.receivers.push(other.receivers[i] as Receiver);
@@ -102,8 +123,9 @@ export type SendCalls = (batch: CallBatch, from: number, to: number) => Promise<
  *   outlive their deadlines), expired ones are dropped, and a flush looks again every READY_POLL_MS.
  *
  * Standalone, a flush is one script call per `maxPerCall` calls. In a cluster, calls are grouped by the master that
- * serves their slot, as the client's slot map has it: one script call per master, whatever the slots (see the
- * store's sendConsume for what happens when the map is out of date). A call whose master is unknown goes by key.
+ * serves their slot (every key of a call is in its organization's slot), as the client's slot map has it: one script
+ * call per master, whatever the slots (see the store's sendConsume for what happens when the map is out of date). A
+ * call whose master is unknown goes by key.
  * There `maxInFlight` does not apply; instead each master has at most one script call out, and calls for a master
  * whose call is out wait (expired ones dropped) and go together when it comes back: the masters work side by side,
  * so one call each keeps them busy, and a slow or hung master holds back only its own calls. (Unbounded, a flush
@@ -132,8 +154,15 @@ export class AutoBatcher {
     return this.batch.length;
   }
 
-  add(key: string, slot: number, limit: number, cost: number, deadline: number, receiver: Receiver): void {
-    this.batch.add(key, slot, limit, cost, deadline, receiver);
+  add(
+    keys: readonly string[],
+    slot: number,
+    limits: readonly Limit[],
+    cost: number,
+    deadline: number,
+    receiver: Receiver,
+  ): void {
+    this.batch.add(keys, slot, limits, cost, deadline, receiver);
     if (this.batch.length >= this.pruneAt) {
       this.batch = this.withoutExpired(this.batch);
       this.pruneAt = Math.max(PRUNE_FLOOR, 2 * this.batch.length);

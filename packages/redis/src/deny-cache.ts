@@ -1,12 +1,13 @@
-import type { Outcome } from '@ratecard/core';
+import type { BucketShape, Outcome } from '@ratecard/core';
 
 /** A bucket found short of `cost` tokens, and until when it stays short for sure. */
 interface Denial {
-  limit: number;
+  /** The shape of the limit the denial was for: the bucket refills at its rate, up to its capacity. */
+  shape: BucketShape;
   cost: number;
   /** Units the bucket held at `base`. */
   held: number;
-  /** The time `held` was true at; the bucket refills `limit` units per ms from then on. */
+  /** The time `held` was true at; the bucket refills `shape.unitsPerMs` units per ms from then on. */
   base: number;
   /** The first instant at which `cost` tokens may be there again. */
   until: number;
@@ -16,7 +17,8 @@ interface Denial {
  * Buckets known to be short of tokens, so that a flood of denied requests costs no Redis call while it lasts. No
  * bucket gains tokens faster than its refill, so a bucket short of `cost` tokens at `base` stays short of them until
  * `until` whatever other processes do (only a reset, seen here if it is this process's, fills it sooner). Times are
- * in whatever frame the store passes, the same for every call: the client clock, or performance.now().
+ * in whatever frame the store passes, the same for every call: the client clock, or performance.now(). The store
+ * asks and fills it for calls of one limit only (see store.ts).
  */
 export class DenyCache {
   private readonly entries = new Map<string, Denial>();
@@ -30,26 +32,39 @@ export class DenyCache {
   }
 
   /**
-   * The outcome of a call the cache can answer: same limit, the same or a larger cost, before `until`. The units
-   * held are extrapolated at the limit's rate; the denial itself is exact, the units as exact as `base` is.
+   * The outcome of a call the cache can answer: same shape, the same or a larger cost, before `until`. The units
+   * held are extrapolated at the shape's rate, up to its capacity; the denial itself is exact, the units as exact as
+   * `base` is.
    */
-  answer(key: string, limit: number, cost: number, now: number): Outcome | undefined {
+  answer(key: string, limit: BucketShape, cost: number, now: number): Outcome | undefined {
     const denial = this.entries.get(key);
     if (denial === undefined) return undefined;
     if (now >= denial.until) {
       this.entries.delete(key);
       return undefined;
     }
+    const shape = denial.shape;
     // A clock gone back past `base` could meet a bucket that held less: let Redis answer that one.
-    if (limit !== denial.limit || cost < denial.cost || now < denial.base) return undefined;
+    if (
+      cost < denial.cost ||
+      now < denial.base ||
+      (shape !== limit &&
+        (limit.capacity !== shape.capacity ||
+          limit.unitsPerMs !== shape.unitsPerMs ||
+          limit.unitsPerToken !== shape.unitsPerToken))
+    ) {
+      return undefined;
+    }
     this.hits++;
-    return -1 - (denial.held + Math.floor(now - denial.base) * limit);
+    const full = shape.capacity * shape.unitsPerToken;
+    const held = denial.held + Math.floor(now - denial.base) * shape.unitsPerMs;
+    return -1 - (held < full ? held : full);
   }
 
-  remember(key: string, limit: number, cost: number, held: number, base: number, until: number): void {
+  remember(key: string, shape: BucketShape, cost: number, held: number, base: number, until: number): void {
     if (this.maxEntries === 0) return;
     if (this.entries.size >= this.maxEntries && !this.entries.has(key)) this.makeRoom(base);
-    this.entries.set(key, { limit, cost, held, base, until });
+    this.entries.set(key, { shape, cost, held, base, until });
   }
 
   /** Drops what is known of a bucket: it was charged (so it holds less than remembered) or reset. */

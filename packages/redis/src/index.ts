@@ -5,8 +5,11 @@ export type { RedisClient } from './client.js';
 export { type RedisStore, type RedisStoreOptions, type RedisStoreStats, redisStore } from './store.js';
 export { decodeBucketValue, type StoredBucket } from './value.js';
 
-/** The Redis key of a bucket, as the store writes it: `<prefix>{<organization>}:<endpoint>`, names percent-encoded. */
-export function bucketKey(organization: string, endpoint: string, prefix = 'ratecard:'): string {
+/**
+ * The Redis key of a bucket, as the store writes it: `<prefix>{<organization>}:<endpoint>:<limit name>`, names
+ * percent-encoded.
+ */
+export function bucketKey(organization: string, endpoint: string, limitName: string, prefix = 'ratecard:'): string {
   // An empty first hash tag is one Redis and cluster-key-slot hash differently (see store.ts).
   if (organization === '' || prefix.includes('{') || prefix.includes('}')) {
     throw new RateLimitError(
@@ -14,5 +17,5 @@ export function bucketKey(organization: string, endpoint: string, prefix = 'rate
       'ratecard: bucketKey needs a non-empty organization and a prefix without braces',
     );
   }
-  return `${prefix}{${encodeName(organization)}}:${encodeName(endpoint)}`;
+  return `${prefix}{${encodeName(organization)}}:${encodeName(endpoint)}:${encodeName(limitName)}`;
 }

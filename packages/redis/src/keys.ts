@@ -1,7 +1,8 @@
 /**
- * Bucket keys: `<prefix>{<organization>}:<endpoint>`, each name percent-encoded so that the key says which bucket it
- * is and nothing else. The braces make the organization Redis Cluster's hash tag: every bucket of an organization
- * lives in one slot, and a batch of them can go to Redis in one script call.
+ * Bucket keys: `<prefix>{<organization>}:<endpoint>:<limit name>`, each name percent-encoded so that the key says which
+ * bucket it is and nothing else. The braces make the organization Redis Cluster's hash tag: every bucket of an
+ * organization lives in one slot, so the buckets of one request (one per limit) and a batch of requests can go to
+ * Redis in one script call.
  *
  * The encoding escapes `%` (so it can be decoded, hence injective), `{` and `}` (so no organization can end the hash
  * tag early or open another), `:` (so tools that split keys on colons show prefix, organization, endpoint) and lone
@@ -11,7 +12,7 @@
 
 const NEEDS_ESCAPE = /[%{}:\uD800-\uDFFF]/;
 
-/** The percent-encoding of one name (organization or endpoint); the identity for most names. */
+/** The percent-encoding of one name (organization, endpoint or limit name); the identity for most names. */
 export function encodeName(name: string): string {
   if (!NEEDS_ESCAPE.test(name)) return name;
   let out = '';
@@ -55,9 +56,17 @@ export function decodeName(encoded: string): string {
   return out;
 }
 
-/** The Redis key of a bucket. Endpoints are few (rule keys), so their encodings are remembered. */
+/** Most (endpoint, limit name) pairs whose encodings are remembered. */
+const MAX_REMEMBERED = 1024;
+
+/**
+ * The Redis keys of buckets. Endpoints (rule keys) and limit names are few, so the encoding of each pair is
+ * remembered: a key is then one concatenation.
+ */
 export class KeyEncoder {
-  private readonly endpoints = new Map<string, string>();
+  /** endpoint → limit name → `<endpoint>:<name>`, encoded. */
+  private readonly suffixes = new Map<string, Map<string, string>>();
+  private remembered = 0;
 
   constructor(readonly prefix: string) {}
 
@@ -66,13 +75,21 @@ export class KeyEncoder {
     return encodeName(organization);
   }
 
-  key(tag: string, endpoint: string): string {
-    let encoded = this.endpoints.get(endpoint);
-    if (encoded === undefined) {
-      encoded = encodeName(endpoint);
+  key(tag: string, endpoint: string, name: string): string {
+    let names = this.suffixes.get(endpoint);
+    let suffix = names?.get(name);
+    if (suffix === undefined) {
+      suffix = `${encodeName(endpoint)}:${encodeName(name)}`;
       // A bound, so that a caller passing raw paths as endpoints cannot grow the map without end.
-      if (this.endpoints.size < 1024) this.endpoints.set(endpoint, encoded);
+      if (this.remembered < MAX_REMEMBERED) {
+        if (names === undefined) {
+          names = new Map();
+          this.suffixes.set(endpoint, names);
+        }
+        names.set(name, suffix);
+        this.remembered++;
+      }
     }
-    return `${this.prefix}{${tag}}:${encoded}`;
+    return `${this.prefix}{${tag}}:${suffix}`;
   }
 }

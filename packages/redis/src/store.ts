@@ -1,4 +1,4 @@
-import { describeValue, msUntilAvailable, type Outcome, RateLimitError, type Store } from '@ratecard/core';
+import { describeValue, type Limit, msUntilAvailable, type Outcome, RateLimitError, type Store } from '@ratecard/core';
 import calculateSlot from 'cluster-key-slot';
 import { AutoBatcher, CallBatch, type Receiver } from './batching.js';
 import {
@@ -63,9 +63,15 @@ export interface RedisStoreStats {
 
 /** A Store on Redis, with counters. */
 export interface RedisStore extends Store {
-  consume(organization: string, endpoint: string, limit: number, cost: number, budgetMs?: number): Promise<Outcome>;
-  peek(organization: string, endpoint: string, limit: number, cost: number): Promise<Outcome>;
-  reset(organization: string, endpoint: string): Promise<void>;
+  consume(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    cost: number,
+    budgetMs?: number,
+  ): Promise<Outcome[]>;
+  peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Promise<Outcome[]>;
+  reset(organization: string, endpoint: string, limits: readonly Limit[]): Promise<void>;
   close(): void;
   /** Counters since the store was made. */
   stats(): RedisStoreStats;
@@ -177,33 +183,49 @@ class RedisBucketStore implements RedisStore {
     );
   }
 
-  consume(organization: string, endpoint: string, limit: number, cost: number, budgetMs?: number): Promise<Outcome> {
+  consume(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    cost: number,
+    budgetMs?: number,
+  ): Promise<Outcome[]> {
     if (this.closed) return Promise.reject(this.closedError());
     if (organization.length === 0) return Promise.reject(emptyOrganization());
-    const key = this.keys.key(this.keys.tag(organization), endpoint);
-    const cached = this.denies.size === 0 ? undefined : this.denies.answer(key, limit, cost, this.cacheTime());
-    if (cached !== undefined) return Promise.resolve(cached);
+    const keys = this.keysOf(organization, endpoint, limits);
+    // Only a call of one limit is answered from the deny cache, and only such calls fill it: a call of several limits
+    // is refused by whichever bucket is short, and what one bucket's denial says of a call that also names others
+    // would need every one of them remembered; those calls go to Redis.
+    if (limits.length === 1 && this.denies.size !== 0) {
+      const cached = this.denies.answer(keys[0] as string, limits[0] as Limit, cost, this.cacheTime());
+      if (cached !== undefined) return Promise.resolve([cached]);
+    }
     if (this.connection.state() === 'closed') return Promise.reject(this.notReady());
-    const slot = this.connection.cluster ? calculateSlot(key) : 0;
+    // Every key of the call has the organization as its hash tag: one slot.
+    const slot = this.connection.cluster ? calculateSlot(keys[0] as string) : 0;
     // Counted from now, before the caller starts its own count: the store gives up on the call first.
     const deadline = budgetMs === undefined ? Number.POSITIVE_INFINITY : performance.now() + budgetMs;
-    return new Promise<Outcome>((resolve, reject) => {
-      this.batcher.add(key, slot, limit, cost, deadline, { resolve, reject });
+    return new Promise<Outcome[]>((resolve, reject) => {
+      this.batcher.add(keys, slot, limits, cost, deadline, { resolve, reject });
     });
   }
 
-  async peek(organization: string, endpoint: string, limit: number, cost: number): Promise<Outcome> {
-    const key = this.keyFor(organization, endpoint);
-    const reply = await this.run(PEEK, key, [this.clockArgument(), limit, cost]);
-    if (typeof reply !== 'number') throw failure(new Error(`unexpected peek reply ${describeValue(reply)}`));
-    return reply;
+  async peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Promise<Outcome[]> {
+    const keys = this.checkedKeysOf(organization, endpoint, limits);
+    const numbers = Buffer.allocUnsafe(8 * (2 + 3 * limits.length));
+    packCall(numbers, 0, limits, cost);
+    const reply = await this.run(PEEK, keys, [this.clockArgument(), numbers]);
+    if (!Array.isArray(reply) || reply.length !== limits.length || !reply.every((o) => typeof o === 'number')) {
+      throw failure(new Error(`unexpected peek reply ${describeValue(reply)}`));
+    }
+    return reply as Outcome[];
   }
 
-  async reset(organization: string, endpoint: string): Promise<void> {
-    const key = this.keyFor(organization, endpoint);
+  async reset(organization: string, endpoint: string, limits: readonly Limit[]): Promise<void> {
+    const keys = this.checkedKeysOf(organization, endpoint, limits);
     this.resets++;
-    this.denies.forget(key);
-    await this.run(RESET, key, []);
+    for (const key of keys) this.denies.forget(key);
+    await this.run(RESET, keys, []);
   }
 
   close(): void {
@@ -227,21 +249,26 @@ class RedisBucketStore implements RedisStore {
     };
   }
 
-  private keyFor(organization: string, endpoint: string): string {
-    if (this.closed) throw this.closedError();
-    if (organization.length === 0) throw emptyOrganization();
-    return this.keys.key(this.keys.tag(organization), endpoint);
+  /** The key of each limit's bucket, in order. */
+  private keysOf(organization: string, endpoint: string, limits: readonly Limit[]): string[] {
+    const tag = this.keys.tag(organization);
+    const keys = new Array<string>(limits.length);
+    for (let i = 0; i < limits.length; i++) keys[i] = this.keys.key(tag, endpoint, (limits[i] as Limit).name);
+    return keys;
   }
 
-  /** Runs a single-key script, refusing at once when the client could only queue it in its offline queue. */
-  private run(script: LuaScript, key: string, args: (string | number)[]): Promise<unknown> {
+  private checkedKeysOf(organization: string, endpoint: string, limits: readonly Limit[]): string[] {
+    if (this.closed) throw this.closedError();
+    if (organization.length === 0) throw emptyOrganization();
+    return this.keysOf(organization, endpoint, limits);
+  }
+
+  /** Runs a script on one call's keys, refusing at once when the client could only queue it in its offline queue. */
+  private run(script: LuaScript, keys: readonly string[], args: (string | Buffer)[]): Promise<unknown> {
     if (this.connection.state() !== 'ready') return Promise.reject(this.notReady());
-    return runScript(this.connection, script, [key], args.map(String), this.onReload).then(
-      undefined,
-      (error: unknown) => {
-        throw failure(error);
-      },
-    );
+    return runScript(this.connection, script, keys, args, this.onReload).then(undefined, (error: unknown) => {
+      throw failure(error);
+    });
   }
 
   private readonly onReload = (): void => {
@@ -268,41 +295,39 @@ class RedisBucketStore implements RedisStore {
       return Promise.resolve();
     }
     const n = to - from;
-    const keys = batch.keys;
     const limits = batch.limits;
     const costs = batch.costs;
     const deadlines = batch.deadlines;
     let uniform = true;
     let firstDeadline = Number.POSITIVE_INFINITY;
+    const shared = limits[from] as readonly Limit[];
     for (let i = from; i < to; i++) {
-      if (limits[i] !== limits[from] || costs[i] !== costs[from]) uniform = false;
+      if (costs[i] !== costs[from] || !sameLimits(limits[i] as readonly Limit[], shared)) uniform = false;
       firstDeadline = Math.min(firstDeadline, deadlines[i] as number);
     }
     // The server the script runs on, for its clock. A cluster call sent by key may land on any master (the client
     // follows MOVED and ASK, and retries through a failover), so it takes the master furthest ahead.
     const server = batch.master ?? (this.connection.cluster ? undefined : '');
     const ahead = server === undefined ? this.furthestAhead() : this.redisAhead.get(server);
-    // The script's ARGV: see scripts/consume.ts. One (limit, cost) pair when the whole batch shares it, as a batch
-    // from one plan and endpoint does, else one per call.
-    const numbers = Buffer.allocUnsafe(uniform ? 16 : 16 * n);
+    // The script's ARGV: see scripts/consume.ts. The limits and cost once when the whole batch shares them, as a batch
+    // from one plan and endpoint does, else once per call.
+    let numbers: Buffer;
     if (uniform) {
-      numbers.writeDoubleLE(limits[from] as number, 0);
-      numbers.writeDoubleLE(costs[from] as number, 8);
+      numbers = Buffer.allocUnsafe(8 * (2 + 3 * shared.length));
+      packCall(numbers, 0, shared, costs[from] as number);
     } else {
-      for (let i = 0; i < n; i++) {
-        numbers.writeDoubleLE(limits[from + i] as number, 16 * i);
-        numbers.writeDoubleLE(costs[from + i] as number, 16 * i + 8);
-      }
+      let doubles = 0;
+      for (let i = from; i < to; i++) doubles += 2 + 3 * (limits[i] as readonly Limit[]).length;
+      numbers = Buffer.allocUnsafe(8 * doubles);
+      let offset = 0;
+      for (let i = from; i < to; i++)
+        offset = packCall(numbers, offset, limits[i] as readonly Limit[], costs[i] as number);
     }
+    const keys = batch.keys.slice(batch.starts[from] as number, batch.keysEnd(to - 1));
     // The batch's first deadline in Redis' frame: a run later than that finds some caller gone, and charges nothing.
     const lastWaited =
       ahead === undefined || firstDeadline === Number.POSITIVE_INFINITY ? '' : String(Math.ceil(firstDeadline + ahead));
-    const args = [
-      now === undefined ? '' : String(now),
-      numbers,
-      n > 1 && hasRepeats(keys, from, to) ? '1' : '',
-      lastWaited,
-    ];
+    const args = [now === undefined ? '' : String(now), numbers, n > 1 && hasRepeats(keys) ? '1' : '', lastWaited];
     this.sent += n;
     this.batches++;
     if (n > this.largestBatch) this.largestBatch = n;
@@ -312,25 +337,22 @@ class RedisBucketStore implements RedisStore {
       this.settleConsume(batch, from, to, reply, now, sentAt, resets === this.resets, server);
     const master = batch.master;
     if (master === undefined) {
-      return runScript(this.connection, CONSUME, keys.slice(from, to), args, this.onReload).then(settle, (error) =>
+      return runScript(this.connection, CONSUME, keys, args, this.onReload).then(settle, (error) =>
         batch.rejectAll(failure(error), from, to),
       );
     }
-    return runScriptOnMaster(
-      this.connection,
-      master,
-      CONSUME_ON_MASTER,
-      [...args, ...keys.slice(from, to)],
-      this.onReload,
-    ).then(settle, (error: unknown) => {
-      if (!notRunBecauseMoved(error)) return batch.rejectAll(failure(error), from, to);
-      // The slot map was out of date: nothing ran (the script reads every key before it writes one), so each call
-      // goes again by key, alone, and the client follows MOVED or ASK for it.
-      this.sent -= n;
-      this.batches--;
-      this.rerouted += n;
-      return this.sendByKey(batch, from, to);
-    });
+    return runScriptOnMaster(this.connection, master, CONSUME_ON_MASTER, [...args, ...keys], this.onReload).then(
+      settle,
+      (error: unknown) => {
+        if (!notRunBecauseMoved(error)) return batch.rejectAll(failure(error), from, to);
+        // The slot map was out of date: nothing ran (the script reads every key before it writes one), so each call
+        // goes again by key, alone (all its keys in one script call), and the client follows MOVED or ASK for it.
+        this.sent -= n;
+        this.batches--;
+        this.rerouted += n;
+        return this.sendByKey(batch, from, to);
+      },
+    );
   };
 
   /** Sends calls one by one, each routed by its key; those past their deadline are dropped unsent. */
@@ -360,9 +382,15 @@ class RedisBucketStore implements RedisStore {
     server: string | undefined,
   ): void {
     const n = to - from;
-    // Redis TIME, then n outcomes, then a flag per limited one, each a little-endian double (see scripts/consume.ts);
-    // the time alone when the run came too late for the batch.
-    if (!Buffer.isBuffer(reply) || (reply.length !== 8 && reply.length < 8 * (n + 1)) || reply.length % 8 !== 0) {
+    const first = batch.starts[from] as number;
+    const keyCount = batch.keysEnd(to - 1) - first;
+    // Redis TIME, then an outcome per key, then a flag per limited one, each a little-endian double (see
+    // scripts/consume.ts); the time alone when the run came too late for the batch.
+    if (
+      !Buffer.isBuffer(reply) ||
+      (reply.length !== 8 && reply.length < 8 * (keyCount + 1)) ||
+      reply.length % 8 !== 0
+    ) {
       batch.rejectAll(failure(new Error(`unexpected consume reply ${describeValue(reply)}`)), from, to);
       return;
     }
@@ -372,19 +400,26 @@ class RedisBucketStore implements RedisStore {
       return;
     }
     const receivedAt = performance.now();
-    let flag = 8 * (n + 1);
-    for (let i = 0; i < n; i++) {
-      const j = from + i;
-      const outcome = reply.readDoubleLE(8 * (i + 1));
-      const key = batch.keys[j] as string;
-      if (outcome >= 0) {
-        this.denies.forget(key);
+    let flag = 8 * (keyCount + 1);
+    for (let i = from; i < to; i++) {
+      const start = batch.starts[i] as number;
+      const k = batch.keysEnd(i) - start;
+      const outcomes = new Array<Outcome>(k);
+      for (let j = 0; j < k; j++) outcomes[j] = reply.readDoubleLE(8 * (start - first + j + 1));
+      if ((outcomes[0] as Outcome) >= 0) {
+        // Charged, each bucket holds less than a denial remembered for it said.
+        for (let j = 0; j < k; j++) this.denies.forget(batch.keys[start + j] as string);
+      } else if (k > 1) {
+        flag += 8 * k;
       } else {
+        // A call of one limit: its denial may fill the deny cache (see consume).
+        const outcome = outcomes[0] as Outcome;
+        const key = batch.keys[start] as string;
         const steady = flag < reply.length && reply.readDoubleLE(flag) === 1;
         flag += 8;
         if (steady && cacheDenials) {
-          const limit = batch.limits[j] as number;
-          const cost = batch.costs[j] as number;
+          const limit = (batch.limits[i] as readonly Limit[])[0] as Limit;
+          const cost = batch.costs[i] as number;
           const wait = msUntilAvailable(outcome, limit, cost);
           // Client clock: exact in that clock. Redis clock: the script ran after `sentAt` and before `receivedAt`,
           // so `sentAt + wait` is never later than the exact instant, and units counted from `receivedAt` never more.
@@ -392,7 +427,7 @@ class RedisBucketStore implements RedisStore {
           else this.denies.remember(key, limit, cost, -1 - outcome, receivedAt, sentAt + wait);
         }
       }
-      (batch.receivers[j] as Receiver).resolve(outcome);
+      (batch.receivers[i] as Receiver).resolve(outcomes);
     }
   }
 
@@ -408,8 +443,8 @@ class RedisBucketStore implements RedisStore {
     return this.clientClock ? Math.floor(this.now()) : performance.now();
   }
 
-  private clockArgument(): number | string {
-    return this.clientClock ? this.readClock() : '';
+  private clockArgument(): string {
+    return this.clientClock ? String(this.readClock()) : '';
   }
 
   private readClock(): number {
@@ -451,20 +486,43 @@ function notRunBecauseMoved(error: unknown): boolean {
   return message.includes('non local key') || /^(MOVED|ASK|TRYAGAIN) /.test(message);
 }
 
-/** Whether a key appears more than once among `keys[from..to)`: the script then tracks what it wrote. */
-function hasRepeats(keys: readonly string[], from: number, to: number): boolean {
+/** Whether a key appears more than once among `keys`: the script then tracks what it wrote. */
+function hasRepeats(keys: readonly string[]): boolean {
   const seen = new Set<string>();
-  for (let i = from; i < to; i++) {
-    const key = keys[i] as string;
+  for (const key of keys) {
     if (seen.has(key)) return true;
     seen.add(key);
   }
   return false;
 }
 
+/** Whether two calls name the same limits, in order: a batch whose calls all do sends them once. */
+function sameLimits(a: readonly Limit[], b: readonly Limit[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 /**
- * A token-bucket store on Redis or Redis Cluster: one atomic Lua script per bucket update, calls of the same tick
- * batched into one script call (per master in a cluster), and a local cache of buckets known to be empty.
+ * Writes one call's numbers at `offset` as the scripts read them: k, cost, then capacity, unitsPerMs, unitsPerToken
+ * of each limit, little-endian doubles (exact for integers below 2^53). Returns the offset after them.
+ */
+function packCall(buffer: Buffer, offset: number, limits: readonly Limit[], cost: number): number {
+  let at = buffer.writeDoubleLE(limits.length, offset);
+  at = buffer.writeDoubleLE(cost, at);
+  for (const limit of limits) {
+    at = buffer.writeDoubleLE(limit.capacity, at);
+    at = buffer.writeDoubleLE(limit.unitsPerMs, at);
+    at = buffer.writeDoubleLE(limit.unitsPerToken, at);
+  }
+  return at;
+}
+
+/**
+ * A token-bucket store on Redis or Redis Cluster: one atomic Lua script charges a call's buckets (one per limit) all or
+ * nothing, calls of the same tick batched into one script call (per master in a cluster), and a local cache of
+ * buckets known to be empty.
  */
 export function redisStore(options: RedisStoreOptions): RedisStore {
   return new RedisBucketStore(options);

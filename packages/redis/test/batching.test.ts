@@ -1,11 +1,12 @@
 import { once } from 'node:events';
 import { type AddressInfo, connect, createServer, type Server } from 'node:net';
-import { UNITS_PER_TOKEN as U } from '@ratecard/core';
+import { type Limit, perMinute, perSecond } from '@ratecard/core';
 import calculateSlot from 'cluster-key-slot';
 import { type Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bucketKey, redisStore } from '../src/index.js';
 import { CLIENTS } from './support/clients.js';
+import { consumeRpm, U } from './support/limits.js';
 import { CLUSTER_NODES, connectCluster, connectStandalone, nextTick, REDIS_URL, uniqueOrg } from './support/redis.js';
 
 const T0 = 1_700_000_000_000;
@@ -20,21 +21,21 @@ describe.skipIf(REDIS_URL === null)('auto-batching on a standalone server', () =
   it('sends the calls made in one tick as one script call', async () => {
     const store = redisStore({ client });
     const orgs = Array.from({ length: 100 }, (_, i) => `${uniqueOrg('tick')}-${i}`);
-    await Promise.all(orgs.map((org) => store.consume(org, 'e', 10, 1)));
+    await Promise.all(orgs.map((org) => consumeRpm(store, org, 'e', 10, 1)));
     expect(store.stats()).toMatchObject({ sent: 100, batches: 1, largestBatch: 100 });
   });
 
   it('sends a tick of 128 to 256 calls as two halves, so Redis runs one while the other is settled', async () => {
     const store = redisStore({ client });
     const orgs = Array.from({ length: 200 }, (_, i) => `${uniqueOrg('halves')}-${i}`);
-    const outcomes = await Promise.all(orgs.map((org) => store.consume(org, 'e', 10, 1)));
+    const outcomes = await Promise.all(orgs.map((org) => consumeRpm(store, org, 'e', 10, 1)));
     expect(store.stats()).toMatchObject({ sent: 200, batches: 2, largestBatch: 100 });
     expect(outcomes).toEqual(orgs.map(() => 9 * U));
   });
 
   it('sends a lone call on the next tick, without waiting for a timer', async () => {
     const store = redisStore({ client });
-    const answer = store.consume(uniqueOrg('lone'), 'e', 10, 1);
+    const answer = consumeRpm(store, uniqueOrg('lone'), 'e', 10, 1);
     expect(store.stats().sent).toBe(0);
     await nextTick();
     expect(store.stats()).toMatchObject({ sent: 1, batches: 1 });
@@ -46,7 +47,7 @@ describe.skipIf(REDIS_URL === null)('auto-batching on a standalone server', () =
     const org = uniqueOrg('continuations');
     const calls = Array.from({ length: 50 }, async (_, i) => {
       for (let hop = 0; hop < i % 5; hop++) await Promise.resolve();
-      return store.consume(org, 'e', 100, 1);
+      return consumeRpm(store, org, 'e', 100, 1);
     });
     const outcomes = await Promise.all(calls);
     expect(store.stats().batches).toBe(1);
@@ -56,11 +57,11 @@ describe.skipIf(REDIS_URL === null)('auto-batching on a standalone server', () =
   it('holds calls back while two flushes are out, then sends them together', async () => {
     const store = redisStore({ client });
     const org = uniqueOrg('held');
-    const first = store.consume(org, 'e', 100, 1);
+    const first = consumeRpm(store, org, 'e', 100, 1);
     await nextTick();
-    const second = store.consume(org, 'e', 100, 1);
+    const second = consumeRpm(store, org, 'e', 100, 1);
     await nextTick();
-    const rest = Array.from({ length: 10 }, () => store.consume(org, 'e', 100, 1));
+    const rest = Array.from({ length: 10 }, () => consumeRpm(store, org, 'e', 100, 1));
     await nextTick();
     expect(store.stats()).toMatchObject({ sent: 2, batches: 2 });
     await Promise.all([first, second, ...rest]);
@@ -70,15 +71,15 @@ describe.skipIf(REDIS_URL === null)('auto-batching on a standalone server', () =
   it('keeps calls of different turns in different script calls', async () => {
     const store = redisStore({ client });
     const org = uniqueOrg('turns');
-    await store.consume(org, 'e', 10, 1);
-    await store.consume(org, 'e', 10, 1);
+    await consumeRpm(store, org, 'e', 10, 1);
+    await consumeRpm(store, org, 'e', 10, 1);
     expect(store.stats()).toMatchObject({ sent: 2, batches: 2, largestBatch: 1 });
   });
 
   it('charges one bucket repeated in a batch once per call, in order', async () => {
     const store = redisStore({ client, clock: 'client', now: () => T0 });
     const org = uniqueOrg('repeat');
-    const outcomes = await Promise.all([3, 4, 5, 2, 1].map((cost) => store.consume(org, 'e', 10, cost)));
+    const outcomes = await Promise.all([3, 4, 5, 2, 1].map((cost) => consumeRpm(store, org, 'e', 10, cost)));
     expect(outcomes).toEqual([7 * U, 3 * U, -1 - 3 * U, U, 0]);
     expect(store.stats().batches).toBe(1);
   });
@@ -92,15 +93,34 @@ describe.skipIf(REDIS_URL === null)('auto-batching on a standalone server', () =
       [`${org}-a`, 10, 8],
       [`${org}-c`, 20, 20],
     ];
-    const outcomes = await Promise.all(calls.map(([o, limit, cost]) => store.consume(o, 'e', limit, cost)));
+    const outcomes = await Promise.all(calls.map(([o, limit, cost]) => consumeRpm(store, o, 'e', limit, cost)));
     expect(outcomes).toEqual([7 * U, 99_995 * U, -1 - 7 * U, 0]);
     expect(store.stats().batches).toBe(1);
+  });
+
+  it('charges calls of one and two limits in one script call, each all or nothing, in order', async () => {
+    const store = redisStore({ client, clock: 'client', now: () => T0 });
+    const org = uniqueOrg('two-limits');
+    // 5 per second in bursts of 10 (a token is 200 units), and 30 per minute (a token is 2 000 units).
+    const two = [perSecond(5, { burst: 10 }), perMinute(30)];
+    const minuteOnly = [two[1] as Limit];
+    const outcomes = await Promise.all([
+      store.consume(org, 'e', two, 4),
+      store.consume(org, 'e', minuteOnly, 20),
+      store.consume(org, 'e', two, 4),
+      // '1s' holds 2 tokens, short of 3: refused, and '1m', which had them, is not charged either...
+      store.consume(org, 'e', two, 3),
+      // ...so its last 2 tokens are still there.
+      store.consume(org, 'e', minuteOnly, 2),
+    ]);
+    expect(outcomes).toEqual([[1_200, 52_000], [12_000], [400, 4_000], [-401, -4_001], [0]]);
+    expect(store.stats()).toMatchObject({ sent: 5, batches: 1 });
   });
 
   it('splits a large batch into script calls of at most 256 calls', async () => {
     const store = redisStore({ client });
     const org = uniqueOrg('large');
-    await Promise.all(Array.from({ length: 600 }, () => store.consume(org, 'e', 1_000, 1)));
+    await Promise.all(Array.from({ length: 600 }, () => consumeRpm(store, org, 'e', 1_000, 1)));
     expect(store.stats()).toMatchObject({ sent: 600, batches: 3, largestBatch: 256 });
   });
 
@@ -113,7 +133,9 @@ describe.skipIf(REDIS_URL === null)('auto-batching on a standalone server', () =
       limit: 10,
       cost: 1,
     }));
-    const outcomes = await Promise.all(calls.map((c) => store.consume(c.organization, c.endpoint, c.limit, c.cost)));
+    const outcomes = await Promise.all(
+      calls.map((c) => consumeRpm(store, c.organization, c.endpoint, c.limit, c.cost)),
+    );
     expect(store.stats().batches).toBe(1);
     expect(outcomes).toEqual(calls.map((_, i) => (9 - Math.floor(i / 7)) * U));
   });
@@ -150,7 +172,7 @@ describe.skipIf(REDIS_URL === null).each(NODE_REDIS)(
         const store = redisStore({ client });
         const orgs = Array.from({ length: 200 }, (_, i) => `${uniqueOrg('written')}-${i}`);
         relay.chunks.length = 0;
-        const outcomes = await Promise.all(orgs.map((org) => store.consume(org, 'e', 10, 1)));
+        const outcomes = await Promise.all(orgs.map((org) => consumeRpm(store, org, 'e', 10, 1)));
         expect(outcomes).toEqual(orgs.map(() => 9 * U));
         expect(store.stats()).toMatchObject({ sent: 200, batches: 2, largestBatch: 100 });
         // Each script call (its first command, EVALSHA, or EVAL after a NOSCRIPT) in a chunk of its own.
@@ -167,7 +189,7 @@ describe.skipIf(REDIS_URL === null).each(NODE_REDIS)(
       try {
         const store = redisStore({ client });
         const orgs = Array.from({ length: 200 }, (_, i) => `${uniqueOrg('held-half')}-${i}`);
-        const calls = orgs.map((org) => store.consume(org, 'e', 10, 1));
+        const calls = orgs.map((org) => consumeRpm(store, org, 'e', 10, 1));
         await nextTick();
         store.close();
         const settled = await Promise.allSettled(calls);
@@ -188,7 +210,7 @@ function orgsInOneSlot(count: number): string[] {
   const base = uniqueOrg('same-slot');
   for (let i = 0; ; i++) {
     const org = `${base}-${i}`;
-    const slot = calculateSlot(bucketKey(org, 'e'));
+    const slot = calculateSlot(bucketKey(org, 'e', '1m'));
     const orgs = bySlot.get(slot) ?? [];
     orgs.push(org);
     bySlot.set(slot, orgs);
@@ -206,13 +228,13 @@ describe.skipIf(CLUSTER_NODES === null)('auto-batching on a cluster', () => {
   it('sends one script call per master, whatever the slots of its keys', async () => {
     const store = redisStore({ client });
     // The first calls also connect the client to every master; from then on calls go straight to them.
-    await Promise.all(Array.from({ length: 30 }, (_, i) => store.consume(`${uniqueOrg('warm')}-${i}`, 'e', 10, 1)));
+    await Promise.all(Array.from({ length: 30 }, (_, i) => consumeRpm(store, `${uniqueOrg('warm')}-${i}`, 'e', 10, 1)));
     const before = store.stats();
     const orgs = Array.from({ length: 40 }, (_, i) => `${uniqueOrg('slots')}-${i}`);
     const calls = orgs.flatMap((org) => [org, org, org]);
-    const outcomes = await Promise.all(calls.map((org) => store.consume(org, 'e', 10, 1)));
+    const outcomes = await Promise.all(calls.map((org) => consumeRpm(store, org, 'e', 10, 1)));
     expect(outcomes.filter((outcome) => outcome < 0)).toEqual([]);
-    const masters = new Set(orgs.map((org) => client.slots[calculateSlot(bucketKey(org, 'e'))]?.[0]));
+    const masters = new Set(orgs.map((org) => client.slots[calculateSlot(bucketKey(org, 'e', '1m'))]?.[0]));
     expect(store.stats().sent - before.sent).toBe(120);
     expect(store.stats().batches - before.batches).toBe(masters.size);
     expect(store.stats().rerouted).toBe(before.rerouted);
@@ -220,8 +242,8 @@ describe.skipIf(CLUSTER_NODES === null)('auto-batching on a cluster', () => {
 
   it('keeps one script call out per master: calls for a held master wait and go together, the others go on', async () => {
     const store = redisStore({ client });
-    await Promise.all(Array.from({ length: 30 }, (_, i) => store.consume(`${uniqueOrg('warm')}-${i}`, 'e', 10, 1)));
-    const masterOf = (org: string) => client.slots[calculateSlot(bucketKey(org, 'e'))]?.[0] as string;
+    await Promise.all(Array.from({ length: 30 }, (_, i) => consumeRpm(store, `${uniqueOrg('warm')}-${i}`, 'e', 10, 1)));
+    const masterOf = (org: string) => client.slots[calculateSlot(bucketKey(org, 'e', '1m'))]?.[0] as string;
     const orgs = Array.from({ length: 200 }, (_, i) => `${uniqueOrg('held-master')}-${i}`);
     const held = masterOf(orgs[0] as string);
     const onHeld = orgs.filter((org) => masterOf(org) === held).slice(0, 5);
@@ -233,10 +255,10 @@ describe.skipIf(CLUSTER_NODES === null)('auto-batching on a cluster', () => {
       // Scripts that may write wait while the master is paused: its first script call stays out for 300 ms.
       await direct.client('PAUSE', 300, 'WRITE');
       const before = store.stats();
-      const first = store.consume(onHeld[0] as string, 'e', 10, 1);
+      const first = consumeRpm(store, onHeld[0] as string, 'e', 10, 1);
       await nextTick();
-      const waiting = onHeld.slice(1).map((org) => store.consume(org, 'e', 10, 1));
-      const others = await Promise.all(elsewhere.map((org) => store.consume(org, 'e', 10, 1)));
+      const waiting = onHeld.slice(1).map((org) => consumeRpm(store, org, 'e', 10, 1));
+      const others = await Promise.all(elsewhere.map((org) => consumeRpm(store, org, 'e', 10, 1)));
       expect(others).toEqual(elsewhere.map(() => 9 * U));
       // The other master answered while the held one's calls waited here, unsent.
       expect(store.stats()).toMatchObject({ sent: before.sent + 4, batches: before.batches + 2, queued: 4 });
@@ -250,7 +272,7 @@ describe.skipIf(CLUSTER_NODES === null)('auto-batching on a cluster', () => {
   it('puts organizations that share a slot in the same script call', async () => {
     const store = redisStore({ client });
     const orgs = orgsInOneSlot(3);
-    await Promise.all(orgs.map((org) => store.consume(org, 'e', 10, 1)));
+    await Promise.all(orgs.map((org) => consumeRpm(store, org, 'e', 10, 1)));
     expect(store.stats()).toMatchObject({ sent: 3, batches: 1, largestBatch: 3 });
   });
 });

@@ -1,7 +1,8 @@
-import { UNITS_PER_TOKEN as U } from '@ratecard/core';
+import { perSecond } from '@ratecard/core';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisStore, redisStore } from '../src/index.js';
+import { consumeRpm, minute, resetRpm, U } from './support/limits.js';
 import { connectStandalone, REDIS_URL, uniqueOrg } from './support/redis.js';
 
 const T0 = 1_700_000_000_000;
@@ -24,8 +25,8 @@ describe.skipIf(REDIS_URL === null)('the deny cache', () => {
   /** Empties a Developer bucket (10 per minute) and has one request denied, which the cache remembers. */
   async function drainedBucket(cost = 1): Promise<string> {
     const org = uniqueOrg('deny');
-    expect(await store.consume(org, 'e', 10, 10)).toBe(0);
-    expect(await store.consume(org, 'e', 10, cost)).toBe(-1);
+    expect(await consumeRpm(store, org, 'e', 10, 10)).toBe(0);
+    expect(await consumeRpm(store, org, 'e', 10, cost)).toBe(-1);
     return org;
   }
 
@@ -34,7 +35,7 @@ describe.skipIf(REDIS_URL === null)('the deny cache', () => {
     const org = await drainedBucket();
     const sent = store.stats().sent;
     clock.now += 1_234;
-    expect(await store.consume(org, 'e', 10, 1)).toBe(-1 - 12_340);
+    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(-1 - 12_340);
     expect(store.stats()).toMatchObject({ sent, denyCacheHits: 1 });
   });
 
@@ -42,9 +43,9 @@ describe.skipIf(REDIS_URL === null)('the deny cache', () => {
     freshStore();
     const org = await drainedBucket();
     clock.now = T0 + 5_999;
-    expect(await store.consume(org, 'e', 10, 1)).toBe(-1 - 59_990);
+    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(-1 - 59_990);
     clock.now = T0 + 6_000;
-    expect(await store.consume(org, 'e', 10, 1)).toBe(0);
+    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(0);
     expect(store.stats().denyCacheHits).toBe(1);
   });
 
@@ -53,64 +54,83 @@ describe.skipIf(REDIS_URL === null)('the deny cache', () => {
     const org = await drainedBucket(2);
     clock.now += 6_000;
     // One token is back: a cost of 1 would be admitted, so it must go to Redis.
-    expect(await store.consume(org, 'e', 10, 3)).toBe(-1 - U);
-    expect(await store.consume(org, 'e', 25, 2)).toBe(-1 - U);
+    expect(await consumeRpm(store, org, 'e', 10, 3)).toBe(-1 - U);
+    expect(await consumeRpm(store, org, 'e', 25, 2)).toBe(-1 - U);
     expect(store.stats().denyCacheHits).toBe(1);
-    expect(await store.consume(org, 'e', 10, 1)).toBe(0);
+    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(0);
   });
 
   it('forgets a bucket once a call charges it', async () => {
     freshStore();
     const org = uniqueOrg('charged');
-    await store.consume(org, 'e', 10, 7);
-    expect(await store.consume(org, 'e', 10, 5)).toBe(-1 - 3 * U);
-    expect(await store.consume(org, 'e', 10, 1)).toBe(2 * U);
+    await consumeRpm(store, org, 'e', 10, 7);
+    expect(await consumeRpm(store, org, 'e', 10, 5)).toBe(-1 - 3 * U);
+    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(2 * U);
     const sent = store.stats().sent;
-    expect(await store.consume(org, 'e', 10, 5)).toBe(-1 - 2 * U);
+    expect(await consumeRpm(store, org, 'e', 10, 5)).toBe(-1 - 2 * U);
     expect(store.stats().sent).toBe(sent + 1);
   });
 
   it('is cleared by reset', async () => {
     freshStore();
     const org = await drainedBucket();
-    await store.reset(org, 'e');
-    expect(await store.consume(org, 'e', 10, 1)).toBe(9 * U);
+    await resetRpm(store, org, 'e');
+    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(9 * U);
     expect(store.stats().denyCacheHits).toBe(0);
   });
 
   it('does not remember a denial that was in flight when the bucket was reset', async () => {
     freshStore();
     const org = uniqueOrg('reset-race');
-    expect(await store.consume(org, 'e', 10, 10)).toBe(0);
-    const inFlight = store.consume(org, 'e', 10, 1);
+    expect(await consumeRpm(store, org, 'e', 10, 10)).toBe(0);
+    const inFlight = consumeRpm(store, org, 'e', 10, 1);
     // The flush leaves on the next tick; the reset starts right after, before the denial can come back.
     await new Promise((resolve) => process.nextTick(resolve));
-    await store.reset(org, 'e');
+    await resetRpm(store, org, 'e');
     expect(await inFlight).toBe(-1);
-    expect(await store.consume(org, 'e', 10, 1)).toBe(9 * U);
+    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(9 * U);
     expect(store.stats()).toMatchObject({ denyCacheHits: 0, denyCacheSize: 0 });
   });
 
-  it('does not remember a bucket that refills at another limit than the request', async () => {
+  it('remembers a bucket refused under a changed limit, which refills at that limit from then on', async () => {
     freshStore();
     const org = uniqueOrg('plan-change');
-    await store.consume(org, 'e', 250, 250);
-    // The bucket still refills at 250 per minute until an admitted request writes the new limit.
-    expect(await store.consume(org, 'e', 10, 1)).toBe(-1);
-    expect(store.stats().denyCacheSize).toBe(0);
+    await consumeRpm(store, org, 'e', 250, 250);
+    // The refusal converts the bucket to the request's limit (nothing charged): from now it refills at 10 per minute.
+    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(-1);
+    expect(store.stats().denyCacheSize).toBe(1);
+    clock.now = T0 + 5_999;
+    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(-1 - 59_990);
+    expect(store.stats().denyCacheHits).toBe(1);
+    clock.now = T0 + 6_000;
+    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(0);
+  });
+
+  it('neither answers nor remembers a call of several limits', async () => {
+    freshStore();
+    const org = await drainedBucket();
+    const sent = store.stats().sent;
+    // The drained '1m' bucket beside a full '1s' one of 10 units a token: Redis answers, and refuses both.
+    const two = [...minute(10), perSecond(100)];
+    expect(await store.consume(org, 'e', two, 1)).toEqual([-1, -1 - 1_000]);
+    expect(await store.consume(org, 'e', two, 1)).toEqual([-1, -1 - 1_000]);
+    expect(store.stats()).toMatchObject({ sent: sent + 2, denyCacheHits: 0, denyCacheSize: 1 });
+    // The one-limit call is still answered from what its own denial left.
+    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(-1);
+    expect(store.stats()).toMatchObject({ sent: sent + 2, denyCacheHits: 1 });
   });
 
   it('counts each call it saved', async () => {
     freshStore();
     const org = await drainedBucket();
-    for (let i = 0; i < 100; i++) store.consume(org, 'e', 10, 1);
+    for (let i = 0; i < 100; i++) consumeRpm(store, org, 'e', 10, 1);
     expect(store.stats()).toMatchObject({ denyCacheHits: 100, sent: 2 });
   });
 
   it('can be turned off', async () => {
     freshStore(0);
     const org = await drainedBucket();
-    expect(await store.consume(org, 'e', 10, 1)).toBe(-1);
+    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(-1);
     expect(store.stats()).toMatchObject({ denyCacheHits: 0, sent: 3 });
   });
 
@@ -118,20 +138,22 @@ describe.skipIf(REDIS_URL === null)('the deny cache', () => {
     const own = await connectStandalone();
     const cached = redisStore({ client: own, clock: 'client', now: () => T0 });
     const org = uniqueOrg('outage');
-    await cached.consume(org, 'e', 10, 10);
-    expect(await cached.consume(org, 'e', 10, 1)).toBe(-1);
+    await consumeRpm(cached, org, 'e', 10, 10);
+    expect(await consumeRpm(cached, org, 'e', 10, 1)).toBe(-1);
     own.disconnect();
-    expect(await cached.consume(org, 'e', 10, 1)).toBe(-1);
-    await expect(cached.consume(uniqueOrg('other'), 'e', 10, 1)).rejects.toMatchObject({ code: 'store_unavailable' });
+    expect(await consumeRpm(cached, org, 'e', 10, 1)).toBe(-1);
+    await expect(consumeRpm(cached, uniqueOrg('other'), 'e', 10, 1)).rejects.toMatchObject({
+      code: 'store_unavailable',
+    });
   });
 
   it('never outlasts the exact instant with the Redis clock', async () => {
     const redisClock = redisStore({ client });
     const org = uniqueOrg('redis-clock');
     // 60 000 per minute: a token per ms.
-    expect(await redisClock.consume(org, 'e', 60_000, 60_000)).toBe(0);
-    expect(await redisClock.consume(org, 'e', 60_000, 60_000)).toBeLessThan(0);
+    expect(await consumeRpm(redisClock, org, 'e', 60_000, 60_000)).toBe(0);
+    expect(await consumeRpm(redisClock, org, 'e', 60_000, 60_000)).toBeLessThan(0);
     await new Promise((resolve) => setTimeout(resolve, 5));
-    expect(await redisClock.consume(org, 'e', 60_000, 2)).toBeGreaterThanOrEqual(0);
+    expect(await consumeRpm(redisClock, org, 'e', 60_000, 2)).toBeGreaterThanOrEqual(0);
   });
 });

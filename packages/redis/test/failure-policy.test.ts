@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisStore } from '../src/index.js';
 import { canStartRedis, type RedisServer, startRedis } from '../src/testing.js';
+import { consumeRpm, peekRpm } from './support/limits.js';
 import { REDIS_EXTERNAL, REDIS_URL, ready, uniqueOrg } from './support/redis.js';
 
 /** The limiter's time budget, and what a call may take beyond it: the deadline timer's 1 ms and event-loop lag. */
@@ -182,7 +183,7 @@ describe.skipIf(!canSpawn)('when Redis fails', () => {
     // Once Redis runs again the two flushes land; the 40 queued calls, long answered by the policy, must not follow.
     await until('the outstanding flushes to return', () => store.stats().sent >= 2);
     await new Promise((resolve) => setTimeout(resolve, 50));
-    const held = -1 - (await store.peek(request.organization, request.endpoint, 60, 60));
+    const held = -1 - (await peekRpm(store, request.organization, request.endpoint, 60, 60));
     expect(Math.floor(held / 60_000)).toBeGreaterThanOrEqual(58);
     expect(store.stats()).toMatchObject({ sent: 2, expired: 40 });
     client.disconnect();
@@ -257,7 +258,7 @@ describe.skipIf(!canSpawn)('when Redis fails', () => {
     const client = new Redis(server.url, { lazyConnect: true });
     client.disconnect();
     const store = redisStore({ client });
-    const refusal = await Promise.resolve(store.consume(uniqueOrg('closed'), 'e', 10, 1)).catch((error) => error);
+    const refusal = await Promise.resolve(consumeRpm(store, uniqueOrg('closed'), 'e', 10, 1)).catch((error) => error);
     expect(refusal).toBeInstanceOf(RateLimitError);
     expect(refusal.code).toBe('store_unavailable');
     expect(store.stats()).toMatchObject({ unavailable: 1, sent: 0 });

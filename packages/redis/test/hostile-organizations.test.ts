@@ -1,8 +1,8 @@
-import { UNITS_PER_TOKEN as U } from '@ratecard/core';
 import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bucketKey, type RedisStore, redisStore } from '../src/index.js';
+import { consumeRpm, minute, peekRpm, U } from './support/limits.js';
 import { CLUSTER_NODES, connectCluster, connectStandalone, REDIS_URL, uniqueOrg } from './support/redis.js';
 
 // A frozen clock, so that the second look sees exactly what the first left.
@@ -33,9 +33,9 @@ function hostileOrgs(): string[] {
 
 async function expectDistinctBuckets(store: RedisStore, orgs: string[]): Promise<void> {
   // All at once, so that they travel in the same batch (one script call per slot in a cluster).
-  const first = await Promise.all(orgs.map((org, i) => store.consume(org, 'POST /browsers', 10, 1 + (i % 10))));
+  const first = await Promise.all(orgs.map((org, i) => consumeRpm(store, org, 'POST /browsers', 10, 1 + (i % 10))));
   expect(first).toEqual(orgs.map((_, i) => (10 - 1 - (i % 10)) * U));
-  const seen = await Promise.all(orgs.map((org) => store.peek(org, 'POST /browsers', 10, 1)));
+  const seen = await Promise.all(orgs.map((org) => peekRpm(store, org, 'POST /browsers', 10, 1)));
   expect(seen).toEqual(first.map((units) => (units >= U ? units - U : -1 - units)));
 }
 
@@ -52,8 +52,8 @@ describe.skipIf(REDIS_URL === null)('hostile organization ids on a standalone se
 
   it('become keys that hold nothing but the prefix, the encoded names and the separators', async () => {
     const org = `${uniqueOrg('raw')}{x}:%7B`;
-    await redisStore({ client }).consume(org, 'e:{y}', 10, 1);
-    expect(await client.exists(`ratecard:{${org.replace('{x}:%7B', '%7Bx%7D%3A%257B')}}:e%3A%7By%7D`)).toBe(1);
+    await redisStore({ client }).consume(org, 'e:{y}', minute(10), 1);
+    expect(await client.exists(`ratecard:{${org.replace('{x}:%7B', '%7Bx%7D%3A%257B')}}:e%3A%7By%7D:1m`)).toBe(1);
   });
 });
 
@@ -70,7 +70,7 @@ describe.skipIf(CLUSTER_NODES === null)('hostile organization ids on a cluster',
 
   it('land in the slot of their own hash tag', async () => {
     for (const org of hostileOrgs()) {
-      const key = bucketKey(org, 'POST /browsers');
+      const key = bucketKey(org, 'POST /browsers', '1m');
       expect(await client.cluster('KEYSLOT', key)).toBe(
         calculateSlot(key.slice(key.indexOf('{') + 1, key.indexOf('}'))),
       );
@@ -81,7 +81,7 @@ describe.skipIf(CLUSTER_NODES === null)('hostile organization ids on a cluster',
     const org = `${uniqueOrg('slot')}a}b`;
     const slots = await Promise.all(
       ['POST /browsers', 'POST /browser-pools', 'PUT /browser-pools/:id', '{other}'].map((endpoint) =>
-        client.cluster('KEYSLOT', bucketKey(org, endpoint)),
+        client.cluster('KEYSLOT', bucketKey(org, endpoint, '1m')),
       ),
     );
     expect(new Set(slots).size).toBe(1);

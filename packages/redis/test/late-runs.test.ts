@@ -61,7 +61,7 @@ for (const clientName of FAULT_CLIENTS) {
       await sleep(settleMs);
       return {
         sources: decisions.map((decision) => decision.source),
-        charged: (await admin.exists(bucketKey(organization, 'POST /browsers'))) === 1,
+        charged: (await admin.exists(bucketKey(organization, 'POST /browsers', '1m'))) === 1,
         expired: store.stats().expired - expiredBefore,
       };
     }

@@ -1,6 +1,7 @@
 import { RateLimitError } from '@ratecard/core';
 import { describe, expect, it } from 'vitest';
 import { type RedisClient, type RedisStoreOptions, redisStore } from '../src/index.js';
+import { consumeRpm } from './support/limits.js';
 
 const client: RedisClient = {
   status: 'ready',
@@ -66,13 +67,13 @@ describe('redisStore options', () => {
 
   it('refuses an empty organization, whose key Redis and the slot hash would place apart', async () => {
     const store = redisStore({ client });
-    const error = await store.consume('', 'e', 10, 1).catch((reason: unknown) => reason);
+    const error = await consumeRpm(store, '', 'e', 10, 1).catch((reason: unknown) => reason);
     expect((error as RateLimitError).code).toBe('invalid_argument');
   });
 
   it('rejects a call when the client clock returns no usable time', async () => {
     const store = redisStore({ client, clock: 'client', now: () => Number.NaN });
-    const error = await Promise.resolve(store.consume('org', 'e', 10, 1)).catch((reason: unknown) => reason);
+    const error = await Promise.resolve(consumeRpm(store, 'org', 'e', 10, 1)).catch((reason: unknown) => reason);
     expect(error).toBeInstanceOf(RateLimitError);
     expect((error as RateLimitError).message).toBe('ratecard: now() must return epoch milliseconds, got NaN');
   });
@@ -80,7 +81,7 @@ describe('redisStore options', () => {
   it('rejects calls with store_closed once closed', async () => {
     const store = redisStore({ client });
     store.close();
-    const error = await Promise.resolve(store.consume('org', 'e', 10, 1)).catch((reason: unknown) => reason);
+    const error = await Promise.resolve(consumeRpm(store, 'org', 'e', 10, 1)).catch((reason: unknown) => reason);
     expect((error as RateLimitError).code).toBe('store_closed');
   });
 
@@ -88,7 +89,7 @@ describe('redisStore options', () => {
     let sent = 0;
     const counting: RedisClient = { status: 'ready', callBuffer: () => Promise.resolve(++sent && []) };
     const store = redisStore({ client: counting });
-    const queued = Array.from({ length: 5 }, (_, i) => store.consume(`org-${i}`, 'e', 10, 1));
+    const queued = Array.from({ length: 5 }, (_, i) => consumeRpm(store, `org-${i}`, 'e', 10, 1));
     store.close();
     const outcomes = await Promise.allSettled(queued);
     expect(outcomes.map((o) => (o.status === 'rejected' ? o.reason.code : o.status))).toEqual(

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { createLimiter } from '@ratecard/core';
+import { TEST_VECTORS, vectorLimit } from '@ratecard/core/testing';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisStore } from '../src/index.js';
@@ -7,6 +8,7 @@ import { CONSUME, CONSUME_ON_MASTER } from '../src/scripts/consume.js';
 import { luaScript, normaliseLua } from '../src/scripts/lua-script.js';
 import { PEEK } from '../src/scripts/peek.js';
 import { RESET } from '../src/scripts/reset.js';
+import { consumeRpm, peekRpm, resetRpm } from './support/limits.js';
 import { CLUSTER_NODES, connectCluster, connectStandalone, REDIS_URL, uniqueOrg } from './support/redis.js';
 import { runTraffic } from './support/traffic.js';
 
@@ -47,10 +49,10 @@ describe.skipIf(REDIS_URL === null)('scripts on a standalone server', () => {
     await admin.script('FLUSH');
     const store = redisStore({ client });
     const org = uniqueOrg('noscript');
-    await store.consume(org, 'e', 10, 1);
-    await store.consume(org, 'e', 10, 1);
-    await store.peek(org, 'e', 10, 1);
-    await store.peek(org, 'e', 10, 1);
+    await consumeRpm(store, org, 'e', 10, 1);
+    await consumeRpm(store, org, 'e', 10, 1);
+    await peekRpm(store, org, 'e', 10, 1);
+    await peekRpm(store, org, 'e', 10, 1);
     expect(store.stats().scriptReloads).toBe(2);
     expect(await admin.script('EXISTS', CONSUME.sha, PEEK.sha, RESET.sha)).toEqual([1, 1, 0]);
   });
@@ -58,9 +60,9 @@ describe.skipIf(REDIS_URL === null)('scripts on a standalone server', () => {
   it('define no command on the client', async () => {
     const before = ownCommands(client);
     const store = redisStore({ client });
-    await store.consume(uniqueOrg('define'), 'e', 10, 1);
-    await store.peek(uniqueOrg('define'), 'e', 10, 1);
-    await store.reset(uniqueOrg('define'), 'e');
+    await consumeRpm(store, uniqueOrg('define'), 'e', 10, 1);
+    await peekRpm(store, uniqueOrg('define'), 'e', 10, 1);
+    await resetRpm(store, uniqueOrg('define'), 'e');
     expect(ownCommands(client)).toEqual(before);
   });
 
@@ -87,6 +89,43 @@ describe.skipIf(REDIS_URL === null)('scripts on a standalone server', () => {
   });
 });
 
+describe.skipIf(REDIS_URL === null)('the scripts against the shared test vectors', () => {
+  let client: Redis;
+  beforeAll(async () => {
+    client = await connectStandalone();
+  });
+  afterAll(() => client.disconnect());
+
+  // Every step of every case, consume, peek and reset, on the step's limit at the step's time (clock 'client'): the
+  // Lua must give core's outcome to the unit, whatever the shape, and across changes of shape under one name.
+  it.each(TEST_VECTORS.cases.map((vector) => [vector.name, vector] as const))('reproduce %s', async (_name, vector) => {
+    let now = 0;
+    const store = redisStore({ client, clock: 'client', now: () => now, denyCacheSize: 0 });
+    const org = uniqueOrg('vector');
+    const seen: unknown[] = [];
+    for (const step of vector.steps) {
+      now = step.at;
+      const limits = [vectorLimit(step.limit)];
+      if (step.op === 'reset') {
+        await store.reset(org, 'e', limits);
+        continue;
+      }
+      const [outcome] = await (step.op === 'consume' ? store.consume : store.peek).call(
+        store,
+        org,
+        'e',
+        limits,
+        step.cost,
+      );
+      seen.push({ at: step.at, op: step.op, outcome });
+    }
+    const expected = vector.steps
+      .filter((step) => step.op !== 'reset')
+      .map((step) => ({ at: step.at, op: step.op, outcome: step.outcome }));
+    expect(seen).toEqual(expected);
+  });
+});
+
 describe.skipIf(CLUSTER_NODES === null)('scripts on a cluster', () => {
   let client: Cluster;
   beforeAll(async () => {
@@ -99,10 +138,10 @@ describe.skipIf(CLUSTER_NODES === null)('scripts on a cluster', () => {
     const store = redisStore({ client });
     // Enough organizations to reach every master, sent twice.
     const orgs = Array.from({ length: 60 }, () => uniqueOrg('per-node'));
-    await Promise.all(orgs.map((org) => store.consume(org, 'e', 10, 1)));
+    await Promise.all(orgs.map((org) => consumeRpm(store, org, 'e', 10, 1)));
     const reloads = store.stats().scriptReloads;
     expect(reloads).toBeGreaterThanOrEqual(3);
-    await Promise.all(orgs.map((org) => store.consume(org, 'e', 10, 1)));
+    await Promise.all(orgs.map((org) => consumeRpm(store, org, 'e', 10, 1)));
     expect(store.stats().scriptReloads).toBe(reloads);
     // A cluster sends consume calls to each master as the per-master script.
     for (const node of client.nodes('master')) expect(await node.script('EXISTS', CONSUME_ON_MASTER.sha)).toEqual([1]);

@@ -134,7 +134,7 @@ describe.skipIf(!canSpawn)('an ioredis client that finds its master through Sent
     // Only Redis or the policy ever answered.
     expect([...sources].filter((source) => source !== 'store' && source !== 'fail-closed')).toEqual([]);
     // The bucket charged before the failover was replicated: the promoted replica holds it.
-    expect(await redisCommand(replica, ['EXISTS', bucketKey(request.organization, 'POST /browsers')])).toBe('1');
+    expect(await redisCommand(replica, ['EXISTS', bucketKey(request.organization, 'POST /browsers', '1m')])).toBe('1');
     await limiter.close();
   }, 60_000);
 });

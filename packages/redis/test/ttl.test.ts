@@ -1,7 +1,8 @@
-import { createLimiter, msUntilFull, UNITS_PER_TOKEN as U } from '@ratecard/core';
+import { createLimiter, msUntilFull, perDay, perHour, perMinute, perSecond, tokenBucket } from '@ratecard/core';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bucketKey, decodeBucketValue, redisStore } from '../src/index.js';
+import { consumeRpm, rpmValue, U } from './support/limits.js';
 import { CLUSTER_NODES, connectCluster, connectStandalone, REDIS_URL, scanKeys, uniqueOrg } from './support/redis.js';
 import { runTraffic } from './support/traffic.js';
 
@@ -22,7 +23,7 @@ async function fullAtAndExpiry(client: Redis, key: string): Promise<{ fullAt: nu
   if (value === null) return undefined;
   const bucket = decodeBucketValue(value);
   if (bucket === undefined) throw new Error(`${key} holds ${value}, which ratecard would not write`);
-  return { fullAt: bucket.updatedAt + msUntilFull(bucket.units, bucket.limit), expiresAt };
+  return { fullAt: bucket.updatedAt + msUntilFull(bucket.units, bucket), expiresAt };
 }
 
 /**
@@ -63,10 +64,20 @@ describe.skipIf(REDIS_URL === null)('TTLs on a standalone server', () => {
   it('are the ms until the bucket is full again, for every limit', async () => {
     const store = redisStore({ client, clock: 'client', now: () => T0 });
     const org = uniqueOrg('exact-ttl');
-    for (const limit of [10, 250, 1_000, 65_536, 1_000_000_000]) {
-      // Half of the bucket: full again 30 s later, long enough to read the TTL back.
-      const outcome = await store.consume(org, String(limit), limit, Math.floor(limit / 2));
-      const ttl = await client.pttl(bucketKey(org, String(limit)));
+    const limits = [
+      perMinute(10),
+      perMinute(250),
+      perMinute(65_536),
+      perMinute(1_000_000_000),
+      perSecond(5, { burst: 10 }),
+      perHour(1_000, { burst: 7 }),
+      perDay(10_000),
+      tokenBucket({ capacity: 9, refill: 7, intervalMs: 3_001 }),
+    ];
+    for (const [i, limit] of limits.entries()) {
+      // Half of the bucket (at least a second's worth of refill), so the TTL can be read back.
+      const outcome = (await store.consume(org, String(i), [limit], Math.floor(limit.capacity / 2)))[0] as number;
+      const ttl = await client.pttl(bucketKey(org, String(i), limit.name));
       // msUntilFull, plus the 1 ms the script adds for Redis' expiry rounding, minus the time since the write.
       expect(ttl).toBeLessThanOrEqual(msUntilFull(outcome, limit) + 1);
       expect(ttl).toBeGreaterThan(msUntilFull(outcome, limit) - 1_000);
@@ -77,46 +88,46 @@ describe.skipIf(REDIS_URL === null)('TTLs on a standalone server', () => {
     let now = T0;
     const store = redisStore({ client, clock: 'client', now: () => now });
     const org = uniqueOrg('every-charge');
-    const key = bucketKey(org, 'e');
+    const key = bucketKey(org, 'e', '1m');
     // 100 per minute: each token is 600 ms of refill.
     const expectTtl = async (untilFull: number) => {
       const ttl = await client.pttl(key);
       expect(ttl).toBeLessThanOrEqual(untilFull + 1);
       expect(ttl).toBeGreaterThan(untilFull - 1_000);
     };
-    for (let i = 0; i < 16; i++) await store.consume(org, 'e', 100, 1);
+    for (let i = 0; i < 16; i++) await consumeRpm(store, org, 'e', 100, 1);
     await expectTtl(9_600);
-    await store.consume(org, 'e', 100, 1);
+    await consumeRpm(store, org, 'e', 100, 1);
     await expectTtl(10_200);
     // 100 ms later, 1 token's worth less refill to wait for a charge of 2: 10 100 + 1 200.
     now = T0 + 100;
-    await store.consume(org, 'e', 100, 2);
+    await consumeRpm(store, org, 'e', 100, 2);
     await expectTtl(11_300);
     // A plan of 10 caps the bucket at 10 tokens; one charged leaves 9, full 6 s later at 10 per minute.
-    await store.consume(org, 'e', 10, 1);
+    await consumeRpm(store, org, 'e', 10, 1);
     await expectTtl(6_000);
-    expect(await client.get(key)).toBe(`${9 * U} ${T0 + 100} 10`);
+    expect(await client.get(key)).toBe(rpmValue(9 * U, T0 + 100, 10));
   });
 
   it('count from the stored time when the clock went backwards', async () => {
     let now = T0;
     const store = redisStore({ client, clock: 'client', now: () => now });
     const org = uniqueOrg('backwards');
-    await store.consume(org, 'e', 10, 1);
+    await consumeRpm(store, org, 'e', 10, 1);
     now = T0 - 30_000;
-    const outcome = await store.consume(org, 'e', 10, 1);
+    const outcome = await consumeRpm(store, org, 'e', 10, 1);
     expect(outcome).toBe(8 * U);
     // Written at the stored time T0, so the bucket is full 12 s after T0, which is 42 s after now.
-    expect(await client.pttl(bucketKey(org, 'e'))).toBeGreaterThan(30_000 + msUntilFull(outcome, 10) - 1_000);
+    expect(await client.pttl(bucketKey(org, 'e', '1m'))).toBeGreaterThan(42_000 - 1_000);
   });
 
   it('let Redis drop a bucket once it is full again', async () => {
     const store = redisStore({ client });
     const org = uniqueOrg('expires');
     // 60 000 per minute refills a token per ms: the key lives 2 ms.
-    await store.consume(org, 'e', 60_000, 1);
+    await consumeRpm(store, org, 'e', 60_000, 1);
     await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(await client.exists(bucketKey(org, 'e'))).toBe(0);
+    expect(await client.exists(bucketKey(org, 'e', '1m'))).toBe(0);
   });
 });
 

@@ -105,7 +105,14 @@ it('serves Prometheus text at METRICS_PORT: 10 allowed and 1 limited POST /brows
   expect(metadata).toContain('# TYPE ratecard_decisions_total counter');
   const browsers = { ratecard_rule: 'POST /browsers', ratecard_mode: 'enforce', ratecard_plan: 'developer' };
   expect(sampleValue(samples, 'ratecard_decisions_total', { ...browsers, ratecard_outcome: 'allowed' })).toBe(10);
-  expect(sampleValue(samples, 'ratecard_decisions_total', { ...browsers, ratecard_outcome: 'limited' })).toBe(1);
+  // A refusal names the limit that refused: the Developer plan's one limit, perMinute(10), is '1m'.
+  expect(
+    sampleValue(samples, 'ratecard_decisions_total', {
+      ...browsers,
+      ratecard_outcome: 'limited',
+      ratecard_limit: '1m',
+    }),
+  ).toBe(1);
   expect(
     sampleValue(samples, 'ratecard_decisions_total', {
       ratecard_rule: 'POST /browser-pools',

@@ -2,7 +2,7 @@ import { storeContractSuite } from '@ratecard/core/testing';
 import { memoryStore } from '@ratecard/memory';
 import { type RedisTarget, redisForTests } from '@ratecard/redis/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkConcurrentHobbyist, checkDeveloperBurst, checkUnlimited } from './support/http.js';
+import { checkConcurrentHobbyist, checkDeveloperBurst, checkOwnLimits, checkUnlimited } from './support/http.js';
 import { RUNTIMES, runFixture, runs, type Served, serveFixture, type TestResult } from './support/runtimes.js';
 
 /** The test names storeContractSuite declares, collected here without running them: each runtime must pass all. */
@@ -66,6 +66,11 @@ describe.each(RUNTIMES.map((runtime) => [runtime.name, runtime] as const))('on %
       expect(exact?.detail?.admitted).toBeGreaterThan(100);
     });
 
+    it('charge two limits of one request all or nothing, on the memory store', () => {
+      const [two] = passed(results, 'two limits: memory store');
+      expect(two?.detail).toEqual({ admitted: 12, of: 14 });
+    });
+
     it('follow the failure policy: fallback to the memory store, deny, allow, throw, and the time budget', () => {
       const ran = passed(results, 'failure policy:');
       expect(ran).toHaveLength(5);
@@ -81,6 +86,11 @@ describe.each(RUNTIMES.map((runtime) => [runtime.name, runtime] as const))('on %
       it('decide exactly as the exact model does', () => {
         const [exact] = passed(results, 'exactness: redis store (ioredis)');
         expect(exact?.detail).toEqual({ steps: 600, admitted: expect.any(Number) });
+      });
+
+      it('charge two limits of one request all or nothing', () => {
+        const [two] = passed(results, 'two limits: redis store (ioredis)');
+        expect(two?.detail).toEqual({ admitted: 12, of: 14 });
       });
 
       it('share one bucket between two connections: 25 of 40 admitted', () => {
@@ -114,6 +124,10 @@ describe.each(RUNTIMES.map((runtime) => [runtime.name, runtime] as const))('on %
 
       it('lets unidentified requests and unlimited endpoints through untouched', async () => {
         await checkUnlimited(url());
+      });
+
+      it('limits per IP by limits identify gives, on a path no rule matches: the 11th at once is a 429', async () => {
+        await checkOwnLimits(url());
       });
     });
   });

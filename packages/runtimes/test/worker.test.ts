@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkConcurrentHobbyist, checkDeveloperBurst, checkUnlimited } from './support/http.js';
+import { checkConcurrentHobbyist, checkDeveloperBurst, checkOwnLimits, checkUnlimited } from './support/http.js';
 import { binary, FIXTURES, runs } from './support/runtimes.js';
 
 const WORKERD = binary('workerd');
@@ -100,6 +100,10 @@ describe.runIf(runs('workerd', WORKERD))('a Cloudflare Worker in workerd: Hono m
 
   it('lets unidentified requests and unlimited endpoints through untouched', async () => {
     await checkUnlimited(url);
+  });
+
+  it('limits per IP by limits identify gives, on a path no rule matches: the 11th at once is a 429', async () => {
+    await checkOwnLimits(url);
   });
 
   it('decides by the failure policy when the store never answers, once storeTimeoutMs (50 ms) runs out', async () => {

@@ -1,10 +1,14 @@
 /**
- * An independent model of the spec's token bucket in exact rational arithmetic (BigInt), used to check stores and
- * the limiter step by step. It shares no code with bucket.ts and thinks in tokens and seconds, not scaled units:
- * a bucket of capacity C holds a rational number of tokens and gains C/60 per second, capped at C.
+ * An independent model of ratecard's token buckets in exact rational arithmetic (BigInt), used to check stores and
+ * the limiter step by step. It shares no code with bucket.ts and thinks in tokens and milliseconds, not scaled units:
+ * a bucket of a limit (capacity C, refill r every I ms) holds a rational number of tokens and gains r/I per ms, up to C.
+ *
+ * The one place units show through is a limit change under one name: the bucket refills at the old limit's rate up
+ * to its capacity, then what it holds is rounded DOWN to a whole multiple of the new limit's smallest step,
+ * 1/U token with U = I / gcd(r, I) (the finest amount that bucket can hold), and capped at the new capacity.
  */
 
-/** A non-negative rational n/d in lowest terms. */
+/** A rational n/d in lowest terms, d > 0. */
 class Ratio {
   constructor(
     readonly n: bigint,
@@ -12,8 +16,9 @@ class Ratio {
   ) {}
 
   static of(n: bigint, d = 1n): Ratio {
-    const g = gcd(n < 0n ? -n : n, d);
-    return new Ratio(n / g, d / g);
+    const sign = d < 0n ? -1n : 1n;
+    const g = gcd(n < 0n ? -n : n, d < 0n ? -d : d);
+    return new Ratio((sign * n) / g, (sign * d) / g);
   }
 
   add(o: Ratio): Ratio {
@@ -58,69 +63,179 @@ function gcd(a: bigint, b: bigint): bigint {
   return x === 0n ? 1n : x;
 }
 
+/**
+ * A limit as the model reads it: a core `Limit` fits. `name` tells the buckets of one key apart (default ''); a bare
+ * number n stands for the spec's `perMinute(n)` (named '1m', as core names it).
+ */
+export type ModelLimit = { capacity: number; refill: number; intervalMs: number; name?: string } | number;
+
+/** One limit's figures in a model decision. */
 export interface ExactDecision {
+  /** This limit's bucket lacked `cost` tokens (for a single limit: the request was limited). */
   limited: boolean;
-  /** Tokens the bucket holds after the request (after the charge if admitted), × 60 000: an exact integer. */
+  /** Tokens held after the request (after the charge if admitted) × U: must be an exact integer, the store's units. */
   units: number;
+  /**
+   * Whole tokens the bucket holds after the request. In a multi-limit decision's `limits`, what it holds even when the
+   * request was refused (limitStates' figure); from consume and peek, 0 when limited (the decision's figure).
+   */
   remaining: number;
+  /** Whole seconds until this bucket holds `cost` tokens, at least 1; 0 when it holds them. */
   retryAfter: number;
+  /** Whole seconds until this bucket is full again. */
   resetAfter: number;
+}
+
+/** A decision over several limits, all or nothing, with the figures a limiter's Decision reports. */
+export interface ExactMultiDecision {
+  /** Some limit lacked `cost` tokens: nothing was charged anywhere. */
+  limited: boolean;
+  /** Whole seconds until every limit holds `cost` tokens (the longest wait); 0 when admitted. */
+  retryAfter: number;
+  /** The most restrictive limit, by index: when limited the one waiting longest, else the one with fewest whole tokens left; ties go to the first. */
+  most: number;
+  /** Its capacity, whole tokens left and seconds until full. */
+  limit: number;
+  remaining: number;
+  resetAfter: number;
+  /** Each limit's own figures, in order. */
+  limits: ExactDecision[];
+}
+
+interface Shape {
+  name: string;
+  capacity: Ratio;
+  /** Tokens per ms: r / I. */
+  rate: Ratio;
+  /** The smallest step a bucket of this limit holds: U = I / gcd(r, I) steps per token. */
+  steps: bigint;
 }
 
 interface ModelBucket {
   tokens: Ratio;
   at: bigint;
-  limit: bigint;
+  shape: Shape;
 }
 
-/** Buckets by name, moved by explicit times in ms. */
+function shapeOf(limit: ModelLimit): Shape {
+  const { capacity, refill, intervalMs, name } =
+    typeof limit === 'number' ? { capacity: limit, refill: limit, intervalMs: 60_000, name: '1m' } : limit;
+  const r = BigInt(refill);
+  const i = BigInt(intervalMs);
+  return { name: name ?? '', capacity: Ratio.of(BigInt(capacity)), rate: Ratio.of(r, i), steps: i / gcd(r, i) };
+}
+
+function sameShape(a: Shape, b: Shape): boolean {
+  return a.capacity.cmp(b.capacity) === 0 && a.rate.cmp(b.rate) === 0 && a.steps === b.steps;
+}
+
+/** Buckets by (key, limit name), moved by explicit times in ms. */
 export class ExactBucketModel {
   private readonly buckets = new Map<string, ModelBucket>();
 
-  /** Tokens the bucket holds at `atMs` under `limit`: refilled at the rate then in force, capped at `limit`. */
-  private tokensAt(name: string, atMs: number, limit: number): Ratio {
-    const bucket = this.buckets.get(name);
-    const capacity = Ratio.of(BigInt(limit));
-    if (bucket === undefined) return capacity;
-    const elapsedMs = BigInt(atMs) > bucket.at ? BigInt(atMs) - bucket.at : 0n;
-    // rate C/60 tokens per second = C/60000 tokens per ms.
-    const refilled = bucket.tokens.add(Ratio.of(elapsedMs * bucket.limit, 60_000n)).min(Ratio.of(bucket.limit));
-    return refilled.min(capacity);
+  /** Tokens the bucket holds at `atMs` under `shape`: refilled under the shape then in force, converted, capped. */
+  private tokensAt(bucketKey: string, at: bigint, shape: Shape): Ratio {
+    const bucket = this.buckets.get(bucketKey);
+    if (bucket === undefined) return shape.capacity;
+    const elapsed = at > bucket.at ? at - bucket.at : 0n;
+    const old = bucket.shape;
+    const refilled = bucket.tokens.add(old.rate.mul(Ratio.of(elapsed))).min(old.capacity);
+    // Rounded down to the new limit's step; a no-op when the step is unchanged (the amount already sits on it).
+    const converted = Ratio.of(refilled.mul(Ratio.of(shape.steps)).floor(), shape.steps);
+    return converted.min(shape.capacity);
   }
 
-  private decision(tokens: Ratio, limited: boolean, limit: number, cost: number): ExactDecision {
-    const perSecond = Ratio.of(BigInt(limit), 60n);
-    const missingForCost = Ratio.of(BigInt(cost)).sub(tokens);
-    const retry = limited ? missingForCost.div(perSecond).ceil() : 0n;
-    const resetAfter = Ratio.of(BigInt(limit)).sub(tokens).div(perSecond).ceil();
-    const units = tokens.mul(Ratio.of(60_000n));
+  private figures(shape: Shape, tokens: Ratio, after: Ratio, cost: Ratio, admitted: boolean): ExactDecision {
+    const perSecond = shape.rate.mul(Ratio.of(1000n));
+    const missing = cost.sub(tokens);
+    const lacks = missing.cmp(Ratio.of(0n)) > 0;
+    const units = after.mul(Ratio.of(shape.steps));
     if (units.d !== 1n) throw new Error(`exact model: ${units.n}/${units.d} units is not whole`);
     return {
-      limited,
+      limited: lacks,
       units: Number(units.n),
-      remaining: limited ? 0 : Number(tokens.floor()),
-      retryAfter: limited ? Number(retry < 1n ? 1n : retry) : 0,
-      resetAfter: Number(resetAfter),
+      // What the bucket holds after the call, in whole tokens (a refused call charged nothing).
+      remaining: Number(after.floor()),
+      // The ceiling of a positive wait is at least 1 s.
+      retryAfter: lacks ? Number(missing.div(perSecond).ceil()) : 0,
+      resetAfter: Number(shape.capacity.sub(after).div(perSecond).ceil()),
     };
   }
 
-  consume(name: string, atMs: number, limit: number, cost: number): ExactDecision {
-    const tokens = this.tokensAt(name, atMs, limit);
-    if (tokens.cmp(Ratio.of(BigInt(cost))) < 0) return this.decision(tokens, true, limit, cost);
-    const left = tokens.sub(Ratio.of(BigInt(cost)));
-    const previous = this.buckets.get(name);
-    const at = previous !== undefined && previous.at > BigInt(atMs) ? previous.at : BigInt(atMs);
-    this.buckets.set(name, { tokens: left, at, limit: BigInt(limit) });
-    return this.decision(left, false, limit, cost);
+  private decide(key: string, atMs: number, limits: readonly ModelLimit[], cost: number, charge: boolean) {
+    const at = BigInt(atMs);
+    const need = Ratio.of(BigInt(cost));
+    const shapes = limits.map(shapeOf);
+    const held = shapes.map((shape) => this.tokensAt(`${key}\u0000${shape.name}`, at, shape));
+    const admitted = held.every((tokens) => tokens.cmp(need) >= 0);
+    const figures = shapes.map((shape, i) => {
+      const tokens = held[i] as Ratio;
+      return this.figures(shape, tokens, admitted ? tokens.sub(need) : tokens, need, admitted);
+    });
+    if (charge) {
+      shapes.forEach((shape, i) => {
+        const bucketKey = `${key}\u0000${shape.name}`;
+        const previous = this.buckets.get(bucketKey);
+        // A refused call charges nothing, but a bucket last moved under another shape takes this one (what it holds,
+        // converted), so that it refills at the rate the refusal's Retry-After counts with.
+        if (!admitted && (previous === undefined || sameShape(previous.shape, shape))) return;
+        // Time never moves backwards in a bucket, or the same interval would refill twice.
+        const when = previous !== undefined && previous.at > at ? previous.at : at;
+        const tokens = held[i] as Ratio;
+        this.buckets.set(bucketKey, { tokens: admitted ? tokens.sub(need) : tokens, at: when, shape });
+      });
+    }
+    let most = 0;
+    for (let i = 1; i < figures.length; i++) {
+      const a = figures[i] as ExactDecision;
+      const b = figures[most] as ExactDecision;
+      if (admitted ? a.remaining < b.remaining : a.retryAfter > b.retryAfter) most = i;
+    }
+    const top = figures[most] as ExactDecision;
+    return {
+      limited: !admitted,
+      retryAfter: admitted ? 0 : top.retryAfter,
+      most,
+      limit: Number((shapes[most] as Shape).capacity.n),
+      remaining: admitted ? top.remaining : 0,
+      resetAfter: top.resetAfter,
+      limits: figures,
+    };
   }
 
-  peek(name: string, atMs: number, limit: number, cost: number): ExactDecision {
-    const tokens = this.tokensAt(name, atMs, limit);
-    if (tokens.cmp(Ratio.of(BigInt(cost))) < 0) return this.decision(tokens, true, limit, cost);
-    return this.decision(tokens.sub(Ratio.of(BigInt(cost))), false, limit, cost);
+  /** Charges `cost` tokens of `limit` from bucket `key` if it holds them. */
+  consume(key: string, atMs: number, limit: ModelLimit, cost: number): ExactDecision {
+    return this.single(this.decide(key, atMs, [limit], cost, true));
   }
 
-  reset(name: string): void {
-    this.buckets.delete(name);
+  /** What consume would answer, charging nothing. */
+  peek(key: string, atMs: number, limit: ModelLimit, cost: number): ExactDecision {
+    return this.single(this.decide(key, atMs, [limit], cost, false));
+  }
+
+  /** A one-limit decision's figures: its limit's, with the decision's `remaining` (0 when limited). */
+  private single(decision: ExactMultiDecision): ExactDecision {
+    return { ...(decision.limits[0] as ExactDecision), remaining: decision.remaining };
+  }
+
+  /** Charges `cost` tokens from the bucket of every limit of key `key` if each holds them, else from none. */
+  consumeAll(key: string, atMs: number, limits: readonly ModelLimit[], cost: number): ExactMultiDecision {
+    return this.decide(key, atMs, limits, cost, true);
+  }
+
+  /** What consumeAll would answer, charging nothing. */
+  peekAll(key: string, atMs: number, limits: readonly ModelLimit[], cost: number): ExactMultiDecision {
+    return this.decide(key, atMs, limits, cost, false);
+  }
+
+  /** Forgets the buckets of key `key` for the given limits (every limit when none are given). */
+  reset(key: string, limits?: readonly ModelLimit[]): void {
+    if (limits === undefined) {
+      for (const bucketKey of [...this.buckets.keys()]) {
+        if (bucketKey.startsWith(`${key}\u0000`)) this.buckets.delete(bucketKey);
+      }
+      return;
+    }
+    for (const limit of limits) this.buckets.delete(`${key}\u0000${shapeOf(limit).name}`);
   }
 }

@@ -1,12 +1,21 @@
-import { remainingTokens, resetAfterSeconds, retryAfterSeconds, take, unitsAt } from '../bucket.js';
+import { type BucketShape, remainingTokens, resetAfterSeconds, retryAfterSeconds, take, unitsAt } from '../bucket.js';
+import { type Limit, tokenBucket } from '../limits.js';
+
+/** A limit's three numbers, as a step states them: `tokenBucket({ capacity, refill, intervalMs })`. */
+export interface VectorLimit {
+  capacity: number;
+  refill: number;
+  intervalMs: number;
+}
 
 /** One operation on a bucket at a time `at` (epoch ms), with what must come of it. */
 export interface VectorStep {
   at: number;
   op: 'consume' | 'peek' | 'reset';
-  limit: number;
+  /** The limit in force for this step; a case's steps all share one bucket (one limit name), whatever its shape. */
+  limit: VectorLimit;
   cost: number;
-  /** The store's Outcome (see bucket.ts); absent for reset. */
+  /** The store's Outcome (see bucket.ts), in units of this step's limit; absent for reset. */
   outcome?: number;
   limited?: boolean;
   remaining?: number;
@@ -22,31 +31,54 @@ export interface VectorCase {
 
 export interface VectorFile {
   description: string;
-  unitsPerToken: number;
+  /** How a step's outcome counts: in units of that step's limit (the formula, in words). */
+  unit: string;
   cases: VectorCase[];
+}
+
+/** The name a vector's limits share, so that a change of shape within a case stays one bucket. */
+export const VECTOR_LIMIT_NAME = 'vector';
+
+/** The core limit of a step: its shape under the name every step of a case shares. */
+export function vectorLimit(shape: VectorLimit): Limit {
+  return tokenBucket({ ...shape, name: VECTOR_LIMIT_NAME });
+}
+
+function sameShape(a: BucketShape, b: BucketShape): boolean {
+  return a.capacity === b.capacity && a.unitsPerToken === b.unitsPerToken && a.unitsPerMs === b.unitsPerMs;
 }
 
 /** Runs a case through core's arithmetic, filling in every step's expected results. */
 export function expectedSteps(steps: readonly Pick<VectorStep, 'at' | 'op' | 'limit' | 'cost'>[]): VectorStep[] {
-  let bucket: { units: number; at: number; limit: number } | undefined;
-  return steps.map(({ at, op, limit, cost }) => {
-    if (op === 'reset') {
-      bucket = undefined;
-      return { at, op, limit, cost };
-    }
-    const held = bucket === undefined ? limit * 60_000 : unitsAt(bucket.units, bucket.at, bucket.limit, at, limit);
-    const outcome = take(held, cost);
-    if (op === 'consume' && outcome >= 0) {
-      bucket = { units: outcome, at: bucket === undefined || at > bucket.at ? at : bucket.at, limit };
-    }
-    return {
+  let bucket: { units: number; at: number; shape: BucketShape } | undefined;
+  return steps.map(({ at, op, limit: shape, cost }) => {
+    const step = {
       at,
       op,
-      limit,
+      limit: { capacity: shape.capacity, refill: shape.refill, intervalMs: shape.intervalMs },
       cost,
+    };
+    if (op === 'reset') {
+      bucket = undefined;
+      return step;
+    }
+    const limit = vectorLimit(shape);
+    const held =
+      bucket === undefined
+        ? limit.capacity * limit.unitsPerToken
+        : unitsAt(bucket.units, bucket.at, bucket.shape, at, limit);
+    const outcome = take(held, cost, limit);
+    if (op === 'consume' && bucket !== undefined && (outcome >= 0 || !sameShape(bucket.shape, limit))) {
+      // Admitted: charged. Refused under a changed shape: nothing charged, the held units take the new shape.
+      bucket = { units: outcome >= 0 ? outcome : held, at: at > bucket.at ? at : bucket.at, shape: limit };
+    } else if (op === 'consume' && outcome >= 0) {
+      bucket = { units: outcome, at, shape: limit };
+    }
+    return {
+      ...step,
       outcome,
       limited: outcome < 0,
-      remaining: remainingTokens(outcome),
+      remaining: remainingTokens(outcome, limit),
       retryAfter: retryAfterSeconds(outcome, limit, cost),
       resetAfter: resetAfterSeconds(outcome, limit),
     };

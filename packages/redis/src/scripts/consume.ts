@@ -2,17 +2,21 @@ import { BUCKET_LUA } from './bucket.js';
 import { type LuaScript, luaScript } from './lua-script.js';
 
 /**
- * Charges a batch of buckets in order, as core's take() would, in one atomic run: a key that appears twice in the
- * batch is charged twice, in turn.
+ * Charges a batch of calls in order, each all or nothing, in one atomic run: a call of k limits names k buckets and a
+ * cost, and is admitted only if every one of its buckets holds cost tokens, then charged on every one; if any refuses,
+ * none is charged (a bucket last written under another shape than the call's is written converted to it, as core's
+ * stores do, charged nothing). A bucket that appears in several calls of the batch is charged in turn, each call seeing the one
+ * before.
  *
- * KEYS[i]: a bucket. ARGV[1]: now in ms, or '' for Redis TIME. ARGV[2]: the limits and costs, little-endian doubles:
- * one pair (limit, cost) that every key shares, or one pair per key, in order. ARGV[3]: '1' when a key may appear
- * more than once in the batch, else ''. ARGV[4]: the last ms by Redis TIME at which anyone still waits for the batch,
- * or '' when the store cannot tell yet: a run that starts later (the batch waited in a paused or hung server, or a
- * client sent it again after reconnecting) charges nothing.
+ * KEYS: the buckets of every call, call after call. ARGV[1]: now in ms, or '' for Redis TIME. ARGV[2]: the shapes and
+ * costs, little-endian doubles: per call k, cost, then capacity, unitsPerMs, unitsPerToken of each of its k buckets;
+ * when every call of the batch has the same limits and cost, that list once for all. ARGV[3]: '1' when a key may
+ * appear more than once in the batch, else ''. ARGV[4]: the last ms by Redis TIME at which anyone still waits for the
+ * batch, or '' when the store cannot tell yet: a run that starts later (the batch waited in a paused or hung server,
+ * or a client sent it again after reconnecting) charges nothing.
  * Reply: one string of little-endian doubles: Redis TIME in ms, then the Outcome for each key, then one flag per
- * limited outcome, in the same order: 1 when the bucket has been refilling since before now at the request's own
- * limit (so a deny cache may extrapolate it exactly), else 0. A run too late for its batch replies with the time alone.
+ * limited outcome, in the same order: 1 when the bucket refills at the request's own shape since now or before (so a
+ * deny cache may extrapolate it exactly), else 0. A run too late for its batch replies with the time alone.
  *
  * Cost per key: one MGET read for the whole batch, and one SET ... PXAT (PX on the caller's clock) for each admitted
  * charge, which writes the value and its expiry together. Inside a script every redis.call costs about a microsecond
@@ -32,58 +36,94 @@ local redisClock = ARGV[1] == ''
 ${keys}
 local n = #keys
 local packed = ARGV[2]
-local limit, cost = sunpack('<dd', packed)       -- the pair every key shares...
-local each                                        -- ...or a pair per key
-if #packed ~= 16 then each = {sunpack('<' .. string.rep('d', 2 * n), packed)} end
 local written                                     -- values this run wrote, when a key may repeat in the batch
 if ARGV[3] == '1' then written = {} end
 ${read}                                            -- every key read before any is written
 local reply = {redisNow}
 local flags = {}
--- Most writes are at now under the limit every key shares: their values end alike, so that end is formatted once and
--- each such write formats only its units (encode's three numbers cost about 4 600 instructions a write, this 2 500).
-local tail
-if not each then tail = sformat(' %d %d', now, limit) end
-for i = 1, n do
-  local key = keys[i]
-  if each then limit, cost = each[2 * i - 1], each[2 * i] end
-  local raw = values[i]                           -- false (RESP2) or nil (RESP3) for a missing key
-  if written then raw = written[key] or raw end
-  -- A missing key, or a value ratecard would not write, is a full bucket.
-  local units, updatedAt, storedLimit = limit * U, now, limit
-  if raw then
-    local u, t, l = decode(raw)
-    if u then units, updatedAt, storedLimit = u, t, l end
-  end
-  local held = unitsAt(units, updatedAt, storedLimit, now, limit)
-  local need = cost * U
-  if held >= need then                            -- take(held, cost)
-    local left = held - need
-    local at = now                                -- max(now, updatedAt): an interval never refills twice
-    if updatedAt > now then at = updatedAt end
-    local fullAt = at + msUntilFull(left, limit)
-    -- The key expires once the bucket is full again (a missing key is a full bucket, so nothing is lost). On Redis'
-    -- clock that is an instant Redis knows: PXAT, exact however long the script has run. The caller's clock may
-    -- stand apart from Redis', so then the TTL is counted from now: PX, + 1 because Redis counts it from the start
-    -- of the command, which may fall in the ms before now. Formatted here as an integer, cheaper than the %.17g
-    -- Redis 7.0 prints a number argument with.
-    local value
-    if tail and at == now then value = sformat('%d', left) .. tail else value = encode(left, at, limit) end
-    if redisClock then
-      redis.call('SET', key, value, 'PXAT', sformat('%d', fullAt))
-    else
-      redis.call('SET', key, value, 'PX', sformat('%d', fullAt - now + 1))
+local caps, rates, sizes = {}, {}, {}             -- the call's shapes: capacity, R, U of each of its buckets
+local held, stamp, moved = {}, {}, {}             -- per bucket of the call, read before any is written
+-- When every call shares one list of shapes, most writes are at now under the same shape: their values end alike, so
+-- each such end is formatted once and each write formats only its units (about 2 000 instructions a write less).
+local tails
+local shared = false
+local pos, k, cost = 1, 0, 0
+local first = 1                                   -- the call's first key
+-- Writes key i, the call's j-th bucket, holding units under the call's shape j, with its expiry.
+local function write(i, j, units)
+  local c, r, u = caps[j], rates[j], sizes[j]
+  local at = now                                  -- max(now, updatedAt): an interval never refills twice
+  if stamp[j] > now then at = stamp[j] end
+  local fullAt = at + msUntilFull(units, c, u, r)
+  -- The key expires once the bucket is full again (a missing key is a full bucket, so nothing is lost). On Redis'
+  -- clock that is an instant Redis knows: PXAT, exact however long the script has run. The caller's clock may
+  -- stand apart from Redis', so then the TTL is counted from now: PX, + 1 because Redis counts it from the start
+  -- of the command, which may fall in the ms before now. Formatted here as an integer, cheaper than the %.17g
+  -- Redis 7.0 prints a number argument with.
+  local value
+  if tails and at == now then
+    local tail = tails[j]
+    if not tail then
+      tail = sformat(' %d %d %d %d', now, c, r, u)
+      tails[j] = tail
     end
-    if written then written[key] = value end
-    reply[i + 1] = left
+    value = sformat('%d', units) .. tail
   else
-    reply[i + 1] = -1 - held                      -- limited: nothing charged, nothing written
-    -- Steady: refilling since before now at the request's own limit, so a deny cache may extrapolate it.
-    if storedLimit == limit and updatedAt <= now then flags[#flags + 1] = 1 else flags[#flags + 1] = 0 end
+    value = encode(units, at, c, r, u)
   end
+  if redisClock then
+    redis.call('SET', keys[i], value, 'PXAT', sformat('%d', fullAt))
+  else
+    redis.call('SET', keys[i], value, 'PX', sformat('%d', fullAt - now + 1))
+  end
+  if written then written[keys[i]] = value end
+end
+while first <= n do
+  if not shared then
+    k, cost, pos = sunpack('<dd', packed, pos)
+    if k < 1 then return redis.error_reply('ratecard: a call without buckets') end
+    for j = 1, k do caps[j], rates[j], sizes[j], pos = sunpack('<ddd', packed, pos) end
+    if first == 1 and pos > #packed then shared = true tails = {} end
+  end
+  local admit = true
+  for j = 1, k do
+    local i = first + j - 1
+    local raw = values[i]                         -- false (RESP2) or nil (RESP3) for a missing key
+    if written then raw = written[keys[i]] or raw end
+    local c, u = caps[j], sizes[j]
+    -- A missing key, or a value ratecard would not write, is a full bucket, refilling at the request's shape.
+    local h, t, m = c * u, now, false
+    if raw then
+      local su, st, sc, sU, sR = decode(raw)
+      if su then
+        h = unitsAt(su, st, sc, sU, sR, now, c, u)
+        t = st
+        m = sc ~= c or sU ~= u or sR ~= rates[j]
+      end
+    end
+    held[j], stamp[j], moved[j] = h, t, m
+    if h < cost * u then admit = false end        -- take(held, cost) refuses
+  end
+  if admit then
+    for j = 1, k do
+      local left = held[j] - cost * sizes[j]
+      write(first + j - 1, j, left)
+      reply[first + j] = left
+    end
+  else
+    for j = 1, k do                               -- refused: nothing charged anywhere
+      reply[first + j] = -1 - held[j]
+      -- A bucket last written under another shape takes the request's now (what it holds converted, nothing
+      -- charged), so that it refills at the rate its Retry-After was computed with.
+      if moved[j] then write(first + j - 1, j, held[j]) end
+      -- Steady: refilling at the request's own shape since now or before, so a deny cache may extrapolate it.
+      if stamp[j] <= now then flags[#flags + 1] = 1 else flags[#flags + 1] = 0 end
+    end
+  end
+  first = first + k
 end
 for j = 1, #flags do reply[n + 1 + j] = flags[j] end
-return spack('<' .. string.rep('d', #reply), unpack(reply))
+return packDoubles(reply)
 `,
   );
 }

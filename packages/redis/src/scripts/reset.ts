@@ -1,9 +1,9 @@
 import { type LuaScript, luaScript } from './lua-script.js';
 
-/** Makes a bucket full again by forgetting it (a missing bucket is a full one). KEYS[1]: the bucket. */
+/** Makes a call's buckets full again by forgetting them (a missing bucket is a full one). KEYS: the buckets. */
 export const RESET: LuaScript = luaScript(
   'reset',
   `
-return redis.call('DEL', KEYS[1])                 -- 1 when the bucket existed, 0 when it was already full
+return redis.call('DEL', unpack(KEYS))            -- how many of the buckets existed
 `,
 );

@@ -126,7 +126,7 @@ for (const clientName of FAULT_CLIENTS) {
                   '0',
                   '5000',
                   'KEYS',
-                  bucketKey(organization, ENDPOINT),
+                  bucketKey(organization, ENDPOINT, '1m'),
                 ]);
                 // A bucket under heavy traffic with a huge limit is full again within milliseconds, and a full bucket
                 // has no key; only the drained one must be there to move.

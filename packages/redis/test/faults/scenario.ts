@@ -3,6 +3,7 @@ import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import { expect } from 'vitest';
 import { bucketKey, redisStore } from '../../src/index.js';
+import { consumeRpm, peekRpm } from '../support/limits.js';
 import { uniqueOrg } from '../support/redis.js';
 import { type DuringFault, expectFaultHandled, Fleet, type RunSummary, sleep } from './fleet.js';
 import type { FaultTrafficOptions } from './protocol.js';
@@ -99,7 +100,7 @@ async function redisTimeMs(client: Redis | Cluster): Promise<number> {
 export async function drainBucket(client: Redis | Cluster, organization: string): Promise<DrainedBucket> {
   const store = redisStore({ client, denyCacheSize: 0 });
   const from = await redisTimeMs(client);
-  const outcome = await store.consume(organization, ENDPOINT, LIMIT, LIMIT);
+  const outcome = await consumeRpm(store, organization, ENDPOINT, LIMIT, LIMIT);
   const to = await redisTimeMs(client);
   expect(outcome, 'the bucket was full and is now empty').toBe(0);
   return { organization, from, to };
@@ -109,7 +110,7 @@ async function checkRefill(client: Redis | Cluster, drained: DrainedBucket): Pro
   const store = redisStore({ client, denyCacheSize: 0 });
   const from = await redisTimeMs(client);
   // A peek for the whole capacity is limited, so its outcome tells the units held: -1 - outcome.
-  const outcome = await store.peek(drained.organization, ENDPOINT, LIMIT, LIMIT);
+  const outcome = await peekRpm(store, drained.organization, ENDPOINT, LIMIT, LIMIT);
   const to = await redisTimeMs(client);
   return { held: -1 - outcome, least: (from - drained.to) * LIMIT, most: (to - drained.from) * LIMIT };
 }
@@ -132,11 +133,11 @@ export function organizationsInSlot(label: string, slot: number, count: number):
   const base = uniqueOrg(label);
   for (let i = 0; found.length < count; i++) {
     const organization = `${base}-${i}`;
-    if (calculateSlot(bucketKey(organization, ENDPOINT)) === slot) found.push(organization);
+    if (calculateSlot(bucketKey(organization, ENDPOINT, '1m')) === slot) found.push(organization);
   }
   return found;
 }
 
 export function slotOf(organization: string): number {
-  return calculateSlot(bucketKey(organization, ENDPOINT));
+  return calculateSlot(bucketKey(organization, ENDPOINT, '1m'));
 }

@@ -2,11 +2,12 @@
  * Instructions redis-server spends per decision of a script, counted by callgrind: repeatable where timings are not,
  * so two versions of a script can be compared to a few tenths of a percent. Needs valgrind (Debian: valgrind).
  *
- *   pnpm --filter @ratecard/redis script-cost [consume|empty|mget|mget-set-px] [--lone]
+ *   pnpm --filter @ratecard/redis script-cost [consume|empty|mget|mget-set-px] [--lone] [--limits 2]
  *
  * Starts `valgrind --tool=callgrind redis-server` on a free port, writes 2 000 half-full buckets, runs 32 script calls
  * to warm up, zeroes the counters, runs 150 script calls of 128 keys each (clock 'client', 2 ms apart, limit 250,
  * cost 1: every call admitted, each written with SET … PX), dumps the counters and prints instructions per decision.
+ * `--limits 2`: each decision charges two buckets (250 per minute and 10 000 per hour), one call of two keys.
  * 'consume' is the store's script; the others are skeletons that show what its parts cost: an empty script (the
  * EVALSHA and its 128 keys), one MGET of the keys, then a SET … PX per key.
  *
@@ -23,6 +24,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { type Limit, perHour, perMinute } from '@ratecard/core';
 import { Redis } from 'ioredis';
 import { CONSUME } from '../../src/scripts/consume.js';
 
@@ -70,7 +72,11 @@ async function lastDumpTotal(dir: string): Promise<number> {
 }
 
 async function main(): Promise<void> {
-  const { positionals, values } = parseArgs({ allowPositionals: true, options: { lone: { type: 'boolean' } } });
+  const { positionals, values } = parseArgs({
+    allowPositionals: true,
+    options: { lone: { type: 'boolean' }, limits: { type: 'string', default: '1' } },
+  });
+  const limits: Limit[] = [perMinute(250), perHour(10_000)].slice(0, Number(values.limits));
   const which = positionals[0] ?? 'consume';
   const lone = values.lone === true;
   const [perCall, measuredCalls] = lone ? [1, LONE_CALLS] : [PER_CALL, MEASURED_CALLS];
@@ -98,34 +104,49 @@ async function main(): Promise<void> {
   try {
     await client.ping();
     const pid = server.pid as number;
-    const keys = Array.from({ length: BUCKETS }, (_, i) => `cost:{org-${String(i).padStart(6, '0')}}:POST /browsers`);
+    const orgs = Array.from({ length: BUCKETS }, (_, i) => `cost:{org-${String(i).padStart(6, '0')}}:POST /browsers`);
     const sha = (await client.script('LOAD', skeleton ?? CONSUME.text)) as string;
-    const pair = Buffer.alloc(16);
-    pair.writeDoubleLE(250, 0);
+    // One call's numbers, shared by the batch: k, cost, then capacity, unitsPerMs, unitsPerToken of each limit.
+    const pair = Buffer.alloc(8 * (2 + 3 * limits.length));
+    pair.writeDoubleLE(limits.length, 0);
     pair.writeDoubleLE(1, 8);
+    for (const [j, limit] of limits.entries()) {
+      pair.writeDoubleLE(limit.capacity, 16 + 24 * j);
+      pair.writeDoubleLE(limit.unitsPerMs, 24 + 24 * j);
+      pair.writeDoubleLE(limit.unitsPerToken, 32 + 24 * j);
+    }
     let next = 0;
     // Near Redis' clock, so that on it (--lone) the buckets are half full too.
     let now = Date.now();
     const call = async (): Promise<void> => {
       const batch: string[] = [];
       for (let i = 0; i < perCall; i++) {
-        batch.push(keys[next] as string);
+        for (const limit of limits) batch.push(`${orgs[next]}:${limit.name}`);
         next = (next + 1) % BUCKETS;
       }
       now += 2;
-      await client.callBuffer('evalsha', [sha, perCall, ...batch, lone ? '' : String(now), pair, '', '']);
+      await client.callBuffer('evalsha', [sha, batch.length, ...batch, lone ? '' : String(now), pair, '', '']);
     };
     // Every bucket half full, as in a busy run. A bucket near full expires within a fraction of a second (its TTL is
     // the time until it is full again), sooner than valgrind comes back to it: the script would read missing keys
     // and never decode a value.
-    for (const key of keys) await client.set(key, `7500000 ${now} 250`, 'PX', 600_000);
+    for (const org of orgs) {
+      for (const limit of limits) {
+        const half = Math.floor(limit.capacity / 2) * limit.unitsPerToken;
+        const value = `${half} ${now} ${limit.capacity} ${limit.unitsPerMs} ${limit.unitsPerToken}`;
+        await client.set(`${org}:${limit.name}`, value, 'PX', 600_000);
+      }
+    }
     for (let i = 0; i < WARM_CALLS; i++) await call();
     await callgrindControl('-z', pid);
     for (let i = 0; i < measuredCalls; i++) await call();
     await callgrindControl('-d', pid);
     const decisions = measuredCalls * perCall;
     const total = await lastDumpTotal(dir);
-    console.log(`${which}: ${Math.round(total / decisions)} instructions per decision (${total} over ${decisions})`);
+    const shape = `${limits.length} limit${limits.length === 1 ? '' : 's'}`;
+    console.log(
+      `${which}, ${shape}: ${Math.round(total / decisions)} instructions per decision (${total} over ${decisions})`,
+    );
   } finally {
     client.disconnect();
     server.kill('SIGTERM');

@@ -98,3 +98,35 @@ export async function checkUnlimited(url: string): Promise<void> {
   expect(other.status).toBe(200);
   expect(rateLimitHeaders(other)).toEqual({});
 }
+
+/**
+ * A client limited by the limit identify gives it (5 a second, bursts of 10; `x-client` stands for its IP address)
+ * on a path no rule matches: of 20 concurrent requests, the burst of 10 and whatever refilled while they were decided
+ * pass, the rest get the 429 with Retry-After: 1 and the limit's headers.
+ */
+export async function checkOwnLimits(url: string): Promise<void> {
+  const client = organization('client');
+  const before = await reached(url);
+  const started = performance.now();
+  const responses = await Promise.all(
+    Array.from({ length: 20 }, () => fetch(`${url}/api/upload`, { method: 'POST', headers: { 'x-client': client } })),
+  );
+  const elapsed = performance.now() - started;
+  const bodies = await Promise.all(responses.map((response) => response.text()));
+  const admitted = responses.filter((response) => response.status === 200).length;
+  // One token comes back every 200 ms of the server's clock, which this client's span bounds from above.
+  expect(admitted).toBeGreaterThanOrEqual(10);
+  expect(admitted).toBeLessThanOrEqual(10 + Math.ceil(elapsed / 200));
+  expect(responses.filter((response) => response.status === 429)).toHaveLength(20 - admitted);
+  expect((await reached(url)) - before).toBe(admitted);
+  const denied = responses.findIndex((response) => response.status === 429);
+  if (elapsed < 1_000) expect(denied).toBeGreaterThanOrEqual(0);
+  if (denied >= 0) {
+    expect(bodies[denied]).toBe(DENIAL);
+    expect(rateLimitHeaders(responses[denied] as Response)).toEqual({
+      'x-ratelimit-limit': '10',
+      'x-ratelimit-remaining': '0',
+      'retry-after': '1',
+    });
+  }
+}

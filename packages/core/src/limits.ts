@@ -1,0 +1,186 @@
+import { describeValue, RateLimitError } from './errors.js';
+
+/**
+ * A token bucket's three numbers, made once, checked where it is made, frozen, and passed around as a value: it holds
+ * at most `capacity` tokens and refills `refill` tokens every `intervalMs`, continuously. docs/algorithm.md derives
+ * the two unit fields: with g = gcd(refill, intervalMs), a token is intervalMs / g units and the bucket gains
+ * refill / g units per millisecond, so every amount the arithmetic touches is an integer.
+ */
+export interface Limit {
+  /** Tells the buckets of one request apart, and names the limit in headers and metrics: '1s', '1m', '1h', '1d'. */
+  readonly name: string;
+  /** Most tokens the bucket holds: the burst. */
+  readonly capacity: number;
+  /** Tokens added every `intervalMs`. */
+  readonly refill: number;
+  readonly intervalMs: number;
+  /** Units in one token: intervalMs / gcd(refill, intervalMs). */
+  readonly unitsPerToken: number;
+  /** Units added per millisecond: refill / gcd(refill, intervalMs). */
+  readonly unitsPerMs: number;
+}
+
+/** One limit or several: a request is admitted only when every one of them admits it. */
+export type Limits = Limit | readonly Limit[];
+
+export interface TokenBucketOptions {
+  capacity: number;
+  refill: number;
+  intervalMs: number;
+  /** Default: the interval, as '1s', '10s', '1m', '1h', '1d' or '250ms'. */
+  name?: string;
+}
+
+export interface PeriodOptions {
+  /** Most tokens the bucket holds; default the rate itself. */
+  burst?: number;
+  /** Default: the period, '1s', '1m', '1h' or '1d'. */
+  name?: string;
+}
+
+/** The longest interval: a day. Longer ones would let the exact unit conversion of a limit change pass 2^53. */
+export const MAX_INTERVAL_MS = 86_400_000;
+/** The most units a bucket holds (capacity × unitsPerToken): every sum the arithmetic forms stays below 2^53. */
+export const MAX_BUCKET_UNITS: number = 2 ** 52;
+/** The largest refill, so that the units refilled per second (for Retry-After) stay below 2^53 too. */
+export const MAX_REFILL = 1_000_000_000_000;
+/** The most limits one request may carry. */
+export const MAX_LIMITS_PER_REQUEST = 16;
+
+const NAME = /^[A-Za-z0-9._-]{1,64}$/;
+
+/** Every limit made here, so the decision path can tell one from a look-alike object with one lookup. */
+const made = new WeakSet<Limit>();
+/** Each limit as a one-element list, so a request carrying one limit allocates no array. */
+const alone = new WeakMap<Limit, readonly Limit[]>();
+
+function badOption(message: string): RateLimitError {
+  return new RateLimitError('invalid_option', `ratecard: ${message}`);
+}
+
+function checkWhole(value: unknown, field: string, max: number): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1 || value > max) {
+    throw badOption(`${field} must be a whole number from 1 to ${max}, got ${describeValue(value)}`);
+  }
+  return value;
+}
+
+function gcd(a: number, b: number): number {
+  let x = a;
+  let y = b;
+  while (y !== 0) [x, y] = [y, x % y];
+  return x;
+}
+
+/** The default name of a limit: its interval in the largest whole unit. */
+function intervalName(ms: number): string {
+  for (const [size, unit] of [
+    [86_400_000, 'd'],
+    [3_600_000, 'h'],
+    [60_000, 'm'],
+    [1_000, 's'],
+  ] as const) {
+    if (ms % size === 0) return `${ms / size}${unit}`;
+  }
+  return `${ms}ms`;
+}
+
+/** A token bucket: at most `capacity` tokens, `refill` more every `intervalMs`, added continuously. */
+export function tokenBucket(options: TokenBucketOptions): Limit {
+  if (typeof options !== 'object' || options === null) {
+    throw badOption(`tokenBucket needs { capacity, refill, intervalMs }, got ${describeValue(options)}`);
+  }
+  const intervalMs = checkWhole(options.intervalMs, 'intervalMs', MAX_INTERVAL_MS);
+  const refill = checkWhole(options.refill, 'refill', MAX_REFILL);
+  const capacity = checkWhole(options.capacity, 'capacity', MAX_BUCKET_UNITS);
+  const name = options.name ?? intervalName(intervalMs);
+  if (typeof name !== 'string' || !NAME.test(name)) {
+    throw badOption(`a limit's name must be 1 to 64 of A-Z a-z 0-9 . _ -, got ${describeValue(name)}`);
+  }
+  const g = gcd(refill, intervalMs);
+  const unitsPerToken = intervalMs / g;
+  if (capacity * unitsPerToken > MAX_BUCKET_UNITS) {
+    throw badOption(
+      `capacity ${capacity} of a limit refilling ${refill} per ${intervalMs} ms is too large to count exactly: capacity × ${unitsPerToken} (the units in a token) must be at most 2^52`,
+    );
+  }
+  const limit: Limit = Object.freeze({ name, capacity, refill, intervalMs, unitsPerToken, unitsPerMs: refill / g });
+  made.add(limit);
+  alone.set(limit, Object.freeze([limit]));
+  return limit;
+}
+
+function perPeriod(n: number, options: PeriodOptions | undefined, intervalMs: number, what: string): Limit {
+  checkWhole(n, what, MAX_REFILL);
+  if (options !== undefined && (typeof options !== 'object' || options === null)) {
+    throw badOption(`${what} takes { burst?, name? } as its second argument, got ${describeValue(options)}`);
+  }
+  const capacity = options?.burst ?? n;
+  if (options?.burst !== undefined) checkWhole(capacity, 'burst', MAX_BUCKET_UNITS);
+  return tokenBucket({ capacity, refill: n, intervalMs, name: options?.name });
+}
+
+/** `n` requests per second, bursts of `burst` (default n). */
+export function perSecond(n: number, options?: PeriodOptions): Limit {
+  return perPeriod(n, options, 1_000, 'perSecond');
+}
+
+/** `n` requests per minute, bursts of `burst` (default n): a spec plan is `perMinute(rpm)`. */
+export function perMinute(n: number, options?: PeriodOptions): Limit {
+  return perPeriod(n, options, 60_000, 'perMinute');
+}
+
+/** `n` requests per hour, bursts of `burst` (default n). */
+export function perHour(n: number, options?: PeriodOptions): Limit {
+  return perPeriod(n, options, 3_600_000, 'perHour');
+}
+
+/** `n` requests per day, bursts of `burst` (default n). */
+export function perDay(n: number, options?: PeriodOptions): Limit {
+  return perPeriod(n, options, 86_400_000, 'perDay');
+}
+
+/**
+ * A list of limits checked for one request: each made by tokenBucket or a per-period helper, at least one, at most
+ * MAX_LIMITS_PER_REQUEST, names distinct. `code` says whose mistake it is: a caller's per request, a configuration's
+ * at construction. A single limit comes back as its one-element list, with no allocation.
+ */
+export function limitList(value: unknown, what: string, code: 'invalid_argument' | 'invalid_option'): readonly Limit[] {
+  if (!Array.isArray(value)) {
+    const list = alone.get(value as Limit);
+    if (list === undefined) throw notALimit(value, what, code);
+    return list;
+  }
+  const n = value.length;
+  if (n === 0 || n > MAX_LIMITS_PER_REQUEST) {
+    throw new RateLimitError(
+      code,
+      `ratecard: ${what} must hold 1 to ${MAX_LIMITS_PER_REQUEST} limits, got ${n === 0 ? 'none' : n}`,
+    );
+  }
+  for (let i = 0; i < n; i++) {
+    const limit = value[i] as Limit;
+    if (!made.has(limit)) throw notALimit(limit, what, code);
+    for (let j = 0; j < i; j++) {
+      if ((value[j] as Limit).name === limit.name) {
+        throw new RateLimitError(
+          code,
+          `ratecard: ${what} has two limits named ${JSON.stringify(limit.name)}; give one a name of its own ({ name })`,
+        );
+      }
+    }
+  }
+  return value as readonly Limit[];
+}
+
+function notALimit(value: unknown, what: string, code: 'invalid_argument' | 'invalid_option'): RateLimitError {
+  return new RateLimitError(
+    code,
+    `ratecard: ${what} must be a limit or an array of limits made by perSecond, perMinute, perHour, perDay or tokenBucket, got ${describeValue(value)}`,
+  );
+}
+
+/** Whether a value is a limit made by this module (and so checked and frozen). */
+export function isLimit(value: unknown): value is Limit {
+  return made.has(value as Limit);
+}
