@@ -25,17 +25,18 @@ export interface StoredBucket {
 export const MAX_UPDATED_AT: number = 2 ** 48 - 1;
 
 /**
- * The five numbers in decimal, one space apart: `<units> <updatedAt> <capacity> <unitsPerMs> <unitsPerToken>`.
+ * Two numbers and a shape in decimal, one space apart: `<units> <updatedAt> <capacity>/<unitsPerMs>/<unitsPerToken>`.
  * Leading zeros are read as the number they pad, as the script reads them. Number() is exact below 2^53 and gives at
  * least 2^53 above, past every range.
  */
-const FORM = /^(\d+) (\d+) (\d+) (\d+) (\d+)$/;
+const FORM = /^(\d+) (\d+) (\d+)\/(\d+)\/(\d+)$/;
 
 /**
  * Decodes a bucket value (a string, or the bytes `getBuffer` returns). Returns undefined for a value the script would
  * read as a full bucket: anything but that text, a capacity, unitsPerMs or unitsPerToken outside the bounds core puts
  * on a limit (capacity × unitsPerToken ≤ 2^52, unitsPerToken ≤ MAX_INTERVAL_MS, each at least 1), more units than that
- * capacity holds, or an updatedAt past MAX_UPDATED_AT.
+ * capacity holds, or an updatedAt past MAX_UPDATED_AT. (The script checks the shape only when its text differs from
+ * the request's, whose bounds core checked: the same values pass.)
  */
 export function decodeBucketValue(value: string | Uint8Array): StoredBucket | undefined {
   const text = typeof value === 'string' ? value : Buffer.from(value).toString('latin1');

@@ -23,7 +23,7 @@ const DAY = 86_400_000;
 /** perMinute(10): a token is 6 000 units, the bucket refills 1 unit per ms. */
 const TEN = minute(10)[0] as Limit;
 /** A Developer bucket holding 9 tokens at T0, as the store writes it. */
-const NINE = `54000 ${T0} 10 1 6000`;
+const NINE = `54000 ${T0} 10/1/6000`;
 
 /**
  * Values ratecard would not write, each of which the store must read as a full bucket: the text with something
@@ -32,36 +32,40 @@ const NINE = `54000 ${T0} 10 1 6000`;
 const FOREIGN: readonly (readonly [string, string | Buffer])[] = [
   ['an empty string', ''],
   ['a word', 'full'],
-  ['four numbers', '54000 1700000000000 10 1'],
-  ['six numbers', '54000 1700000000000 10 1 6000 1'],
+  ['a shape of two numbers', '54000 1700000000000 10/1'],
+  ['a shape of four numbers', '54000 1700000000000 10/1/6000/1'],
   ['a trailing space', `${NINE} `],
-  ['two spaces', '54000  1700000000000 10 1 6000'],
-  ['a tab', '54000\t1700000000000 10 1 6000'],
+  ['two spaces', '54000  1700000000000 10/1/6000'],
+  ['a tab', '54000\t1700000000000 10/1/6000'],
   ['a trailing newline', `${NINE}\n`],
-  ['a sign', '+54000 1700000000000 10 1 6000'],
-  ['a negative number', '-1 1700000000000 10 1 6000'],
-  ['a fraction', '54000.5 1700000000000 10 1 6000'],
-  ['an exponent', '5.4e4 1700000000000 10 1 6000'],
-  ['hexadecimal', '0x10 1700000000000 10 1 6000'],
-  ['a capacity of 0', '0 1700000000000 0 1 6000'],
-  ['a refill of 0 units per ms', '0 1700000000000 10 0 6000'],
-  ['0 units per token', '0 1700000000000 10 1 0'],
-  ['more units per token than a day has ms', '0 1700000000000 1 1 86400001'],
-  ['a capacity × units per token past 2^52', '0 1700000000000 4503599627370497 1 1'],
-  ['a capacity × units per token just past 2^52', '0 1700000000000 52124996 1 86400000'],
-  ['more units than the capacity holds', '60001 1700000000000 10 1 6000'],
-  ['an updatedAt past 2^48 - 1', '54000 281474976710656 10 1 6000'],
-  ['twenty-digit units', '99999999999999999999 1700000000000 10 1 6000'],
-  ['the previous three-number text', '540000 1700000000000 10'],
+  ['a space in the shape', '54000 1700000000000 10/1/ 6000'],
+  ['a sign', '+54000 1700000000000 10/1/6000'],
+  ['a negative number', '-1 1700000000000 10/1/6000'],
+  ['a fraction', '54000.5 1700000000000 10/1/6000'],
+  ['an exponent', '5.4e4 1700000000000 10/1/6000'],
+  ['hexadecimal', '0x10 1700000000000 10/1/6000'],
+  ['a sign in the shape', '54000 1700000000000 +10/1/6000'],
+  ['a capacity of 0', '0 1700000000000 0/1/6000'],
+  ['a refill of 0 units per ms', '0 1700000000000 10/0/6000'],
+  ['0 units per token', '0 1700000000000 10/1/0'],
+  ['more units per token than a day has ms', '0 1700000000000 1/1/86400001'],
+  ['a capacity × units per token past 2^52', '0 1700000000000 4503599627370497/1/1'],
+  ['a capacity × units per token just past 2^52', '0 1700000000000 52124996/1/86400000'],
+  ['more units than the capacity holds', '60001 1700000000000 10/1/6000'],
+  ['more units than a padded capacity holds', '60001 1700000000000 010/1/6000'],
+  ['an updatedAt past 2^48 - 1', '54000 281474976710656 10/1/6000'],
+  ['twenty-digit units', '99999999999999999999 1700000000000 10/1/6000'],
+  ['the five-number text of the previous build', '54000 1700000000000 10 1 6000'],
+  ['the three-number text of an earlier one', '540000 1700000000000 10'],
   ['the old compact integer', '351969551003878'],
   ['the old 12-byte packed value', oldPackedValue()],
 ];
 
 /** Values with leading zeros, which the script and decodeBucketValue read as the numbers they pad. */
 const PADDED: readonly (readonly [string, string])[] = [
-  ['a zero before the units', '054000 1700000000000 10 1 6000'],
-  ['zeros before every number', '0054000 01700000000000 010 01 006000'],
-  ['sixty zeros before the units', `${'0'.repeat(60)}54000 1700000000000 10 1 6000`],
+  ['a zero before the units', '054000 1700000000000 10/1/6000'],
+  ['zeros before every number', '0054000 01700000000000 010/01/006000'],
+  ['sixty zeros before the units', `${'0'.repeat(60)}54000 1700000000000 10/1/6000`],
 ];
 
 /** What earlier builds wrote for limits from 256 to 65 535: units u32, updatedAt u48, limit u16, little-endian. */
@@ -76,20 +80,20 @@ function oldPackedValue(): Buffer {
 const NINE_DECODED = { units: 54_000, updatedAt: T0, capacity: 10, unitsPerMs: 1, unitsPerToken: 6_000 };
 
 describe('decodeBucketValue', () => {
-  it('reads <units> <updatedAt> <capacity> <unitsPerMs> <unitsPerToken>, from a string or bytes', () => {
+  it('reads <units> <updatedAt> <capacity>/<unitsPerMs>/<unitsPerToken>, from a string or bytes', () => {
     expect(decodeBucketValue(NINE)).toEqual(NINE_DECODED);
     expect(decodeBucketValue(Buffer.from(NINE))).toEqual(NINE_DECODED);
   });
 
   it('reads the ends of every range', () => {
-    expect(decodeBucketValue('0 0 1 1 1')).toEqual({
+    expect(decodeBucketValue('0 0 1/1/1')).toEqual({
       units: 0,
       updatedAt: 0,
       capacity: 1,
       unitsPerMs: 1,
       unitsPerToken: 1,
     });
-    expect(decodeBucketValue('4503599627370496 281474976710655 4503599627370496 1000000000000 1')).toEqual({
+    expect(decodeBucketValue('4503599627370496 281474976710655 4503599627370496/1000000000000/1')).toEqual({
       units: 2 ** 52,
       updatedAt: 2 ** 48 - 1,
       capacity: 2 ** 52,
@@ -97,7 +101,7 @@ describe('decodeBucketValue', () => {
       unitsPerToken: 1,
     });
     // A day's worth of units per token, and as many tokens as 2^52 units hold.
-    expect(decodeBucketValue('4503599568000000 0 52124995 1 86400000')?.capacity).toBe(52_124_995);
+    expect(decodeBucketValue('4503599568000000 0 52124995/1/86400000')?.capacity).toBe(52_124_995);
   });
 
   it.each(FOREIGN)('turns away %s', (_label, value) => {
@@ -163,7 +167,7 @@ describe.skipIf(REDIS_URL === null)('the bucket value in Redis', () => {
   });
   afterAll(() => client.disconnect());
 
-  it('is <units> <updatedAt> <capacity> <unitsPerMs> <unitsPerToken> in decimal, for every shape', async () => {
+  it('is <units> <updatedAt> <capacity>/<unitsPerMs>/<unitsPerToken> in decimal, for every shape', async () => {
     const store = redisStore({ client, clock: 'client', now: () => T0 });
     const org = uniqueOrg('text');
     const limits = [
@@ -182,7 +186,7 @@ describe.skipIf(REDIS_URL === null)('the bucket value in Redis', () => {
       const key = bucketKey(org, String(i), limit.name);
       const units = (limit.capacity - half(limit)) * limit.unitsPerToken;
       const { capacity, unitsPerMs, unitsPerToken } = limit;
-      expect(await client.get(key)).toBe(`${units} ${T0} ${capacity} ${unitsPerMs} ${unitsPerToken}`);
+      expect(await client.get(key)).toBe(`${units} ${T0} ${capacity}/${unitsPerMs}/${unitsPerToken}`);
       expect(decodeBucketValue((await client.getBuffer(key)) as Buffer)).toEqual({
         units,
         updatedAt: T0,
@@ -204,24 +208,24 @@ describe.skipIf(REDIS_URL === null)('the bucket value in Redis', () => {
     const minuteLimit = perMinute(30);
     const keys = [bucketKey(org, 'e', '1s'), bucketKey(org, 'e', '1m')];
     expect(await store.consume(org, 'e', [second, minuteLimit], 8)).toEqual([2 * 200, 22 * 2_000]);
-    expect(await client.mget(keys)).toEqual([`400 ${T0} 10 1 200`, `44000 ${T0} 30 1 2000`]);
+    expect(await client.mget(keys)).toEqual([`400 ${T0} 10/1/200`, `44000 ${T0} 30/1/2000`]);
     now = T0 + 100;
     // '1s' holds 2.5 tokens, '1m' 22.05: a cost of 3 is refused by '1s' alone, and neither is written.
     expect(await store.consume(org, 'e', [second, minuteLimit], 3)).toEqual([-1 - 500, -1 - 44_100]);
-    expect(await client.mget(keys)).toEqual([`400 ${T0} 10 1 200`, `44000 ${T0} 30 1 2000`]);
+    expect(await client.mget(keys)).toEqual([`400 ${T0} 10/1/200`, `44000 ${T0} 30/1/2000`]);
     expect(await store.consume(org, 'e', [second, minuteLimit], 2)).toEqual([100, 40_100]);
-    expect(await client.mget(keys)).toEqual([`100 ${T0 + 100} 10 1 200`, `40100 ${T0 + 100} 30 1 2000`]);
+    expect(await client.mget(keys)).toEqual([`100 ${T0 + 100} 10/1/200`, `40100 ${T0 + 100} 30/1/2000`]);
   });
 
   it('is read as written by hand: a bucket set with redis-cli is the bucket the store sees', async () => {
     const store = redisStore({ client, clock: 'client', now: () => T0 + 1_500 });
     const org = uniqueOrg('by-hand');
     // 2 tokens at T0 on a limit of 10 per minute: 2.25 tokens 1.5 s later.
-    await client.set(bucketKey(org, 'e', '1m'), `12000 ${T0} 10 1 6000`, 'PX', 60_000);
+    await client.set(bucketKey(org, 'e', '1m'), `12000 ${T0} 10/1/6000`, 'PX', 60_000);
     expect(await peekRpm(store, org, 'e', 10, 1)).toBe(2 * U + 15_000 - U);
     expect(await consumeRpm(store, org, 'e', 10, 3)).toBe(-1 - (2 * U + 15_000));
     expect(await consumeRpm(store, org, 'e', 10, 2)).toBe(15_000);
-    expect(await client.get(bucketKey(org, 'e', '1m'))).toBe(`1500 ${T0 + 1_500} 10 1 6000`);
+    expect(await client.get(bucketKey(org, 'e', '1m'))).toBe(`1500 ${T0 + 1_500} 10/1/6000`);
   });
 
   it('answers as core does with clocks stepping any distance back and forth, and limits changing shape', async () => {
@@ -311,17 +315,21 @@ describe.skipIf(REDIS_URL === null)('the bucket value in Redis', () => {
     expect(await client.get(bucketKey(org, 'e', '1m'))).toBe(rpmValue(8 * U, T0, 10));
   });
 
-  it('reads any value as decodeBucketValue does', async () => {
-    // Five numbers, some padded with zeros, some out of range; or text from the characters numbers are made of.
+  it('reads any value as decodeBucketValue does, in peek and consume', async () => {
+    // Two numbers and a shape, some padded with zeros, some out of range; the shape often the request's own text
+    // (the script then checks only the units against it), else any three numbers; or text from the characters values
+    // are made of.
     const number = (max: number) =>
       fc
         .tuple(fc.nat({ max: 3 }), fc.oneof(fc.integer({ min: 0, max }), fc.bigInt({ min: 0n, max: 10n ** 20n })))
         .map(([zeros, n]) => '0'.repeat(zeros) + String(n));
+    const shape = fc.oneof(
+      fc.constant(`${TEN.capacity}/${TEN.unitsPerMs}/${TEN.unitsPerToken}`),
+      fc.tuple(number(30), number(20), number(100_000_000)).map((numbers) => numbers.join('/')),
+    );
     const value = fc.oneof(
-      fc
-        .tuple(number(200_000), number(2 * T0), number(30), number(20), number(100_000_000))
-        .map((numbers) => numbers.join(' ')),
-      fc.stringMatching(/^[0-9 +\-.ex]{0,40}$/),
+      fc.tuple(number(200_000), number(2 * T0), shape).map((parts) => parts.join(' ')),
+      fc.stringMatching(/^[0-9 /+\-.ex]{0,40}$/),
     );
     const store = redisStore({ client, clock: 'client', now: () => T0 });
     await fc.assert(
@@ -332,6 +340,7 @@ describe.skipIf(REDIS_URL === null)('the bucket value in Redis', () => {
         const held =
           bucket === undefined ? 10 * TEN.unitsPerToken : unitsAt(bucket.units, bucket.updatedAt, bucket, T0, TEN);
         expect(await store.peek(org, 'e', [TEN], 1)).toEqual([take(held, 1, TEN)]);
+        expect(await store.consume(org, 'e', [TEN], 1)).toEqual([take(held, 1, TEN)]);
       }),
       { numRuns: 300 },
     );

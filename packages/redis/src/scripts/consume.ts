@@ -41,83 +41,110 @@ if ARGV[3] == '1' then written = {} end
 ${read}                                            -- every key read before any is written
 local reply = {redisNow}
 local flags = {}
-local caps, rates, sizes = {}, {}, {}             -- the call's shapes: capacity, R, U of each of its buckets
-local held, stamp, moved = {}, {}, {}             -- per bucket of the call, read before any is written
--- When every call shares one list of shapes, most writes are at now under the same shape: their values end alike, so
--- each such end is formatted once and each write formats only its units (about 2 000 instructions a write less).
-local tails
-local shared = false
+-- The call's limits, j = 1 .. k: capacity, R, the full bucket and the cost in units, the shape's text, and the end of
+-- a value written at now under it.
+local caps, rates, fulls, needs, shapes, tails = {}, {}, {}, {}, {}, {}
+local sizes = {}                                  -- U of each limit, for unitsAt's conversion
+local held, ats, moved = {}, {}, {}               -- per bucket of the call, read before any is written
+-- Formatted once per run, by the 24 packed bytes of a limit: its shape's text, and ' <now> <shape>', the end of every
+-- value written at now under it, so that each such write formats only its units.
+local shapeOf, tailOf = {}, {}
+local nowText = sformat('%d', now)
+local shared = false                              -- every call has the limits and cost of the first, read once
 local pos, k, cost = 1, 0, 0
 local first = 1                                   -- the call's first key
--- Writes key i, the call's j-th bucket, holding units under the call's shape j, with its expiry.
-local function write(i, j, units)
-  local c, r, u = caps[j], rates[j], sizes[j]
-  local at = now                                  -- max(now, updatedAt): an interval never refills twice
-  if stamp[j] > now then at = stamp[j] end
-  local fullAt = at + msUntilFull(units, c, u, r)
-  -- The key expires once the bucket is full again (a missing key is a full bucket, so nothing is lost). On Redis'
-  -- clock that is an instant Redis knows: PXAT, exact however long the script has run. The caller's clock may
-  -- stand apart from Redis', so then the TTL is counted from now: PX, + 1 because Redis counts it from the start
-  -- of the command, which may fall in the ms before now. Formatted here as an integer, cheaper than the %.17g
-  -- Redis 7.0 prints a number argument with.
-  local value
-  if tails and at == now then
-    local tail = tails[j]
-    if not tail then
-      tail = sformat(' %d %d %d %d', now, c, r, u)
-      tails[j] = tail
-    end
-    value = sformat('%d', units) .. tail
-  else
-    value = encode(units, at, c, r, u)
-  end
-  if redisClock then
-    redis.call('SET', keys[i], value, 'PXAT', sformat('%d', fullAt))
-  else
-    redis.call('SET', keys[i], value, 'PX', sformat('%d', fullAt - now + 1))
-  end
-  if written then written[keys[i]] = value end
-end
 while first <= n do
   if not shared then
     k, cost, pos = sunpack('<dd', packed, pos)
     if k < 1 then return redis.error_reply('ratecard: a call without buckets') end
-    for j = 1, k do caps[j], rates[j], sizes[j], pos = sunpack('<ddd', packed, pos) end
-    if first == 1 and pos > #packed then shared = true tails = {} end
+    for j = 1, k do
+      local bytes = ssub(packed, pos, pos + 23)
+      local c, r, u
+      c, r, u, pos = sunpack('<ddd', packed, pos)
+      local shape = shapeOf[bytes]
+      if not shape then
+        shape = shapeText(c, r, u)
+        shapeOf[bytes] = shape
+        tailOf[bytes] = ' ' .. nowText .. ' ' .. shape
+      end
+      caps[j], rates[j], sizes[j], fulls[j], needs[j] = c, r, u, c * u, cost * u
+      shapes[j], tails[j] = shape, tailOf[bytes]
+    end
+    shared = first == 1 and pos > #packed
   end
   local admit = true
   for j = 1, k do
     local i = first + j - 1
     local raw = values[i]                         -- false (RESP2) or nil (RESP3) for a missing key
     if written then raw = written[keys[i]] or raw end
-    local c, u = caps[j], sizes[j]
-    -- A missing key, or a value ratecard would not write, is a full bucket, refilling at the request's shape.
-    local h, t, m = c * u, now, false
-    if raw then
-      local su, st, sc, sU, sR = decode(raw)
-      if su then
-        h = unitsAt(su, st, sc, sU, sR, now, c, u)
-        t = st
-        m = sc ~= c or sU ~= u or sR ~= rates[j]
+    local full = fulls[j]
+    -- A missing key, or a value ratecard would not write, is a full bucket under the request's shape.
+    local h, at, m = full, now, false
+    -- decode (scripts/bucket.ts), inline: about 540 instructions a key less than the call.
+    local a, b, s
+    if raw then a, b, s = smatch(raw, VALUE) end
+    if a then
+      local su, st = a + 0, b + 0
+      if st > MAX_UPDATED_AT then                 -- not a value ratecard writes: a full bucket
+      elseif s == shapes[j] then                  -- the request's shape, one pointer compared (Lua interns strings)
+        if su <= full then
+          -- refilled (scripts/bucket.ts), inline: about 500 instructions a key less than the call.
+          local elapsed = now - st
+          if elapsed <= 0 then                    -- a clock gone backwards refills nothing
+            h = su
+            at = st                               -- max(now, updatedAt): an interval never refills twice
+          else
+            local refill = elapsed * rates[j]     -- past 2^53 it rounds to at least 2^53: still above what is missing
+            if refill >= full - su then h = full else h = su + refill end
+          end
+        end
+      else                                        -- another shape (or the request's padded with zeros)
+        local sc, sU, sR = storedShape(s, su)
+        if sc then
+          h = unitsAt(su, st, sc, sU, sR, now, caps[j], sizes[j])
+          m = true
+          if st > now then at = st end
+        end
       end
     end
-    held[j], stamp[j], moved[j] = h, t, m
-    if h < cost * u then admit = false end        -- take(held, cost) refuses
+    held[j], ats[j], moved[j] = h, at, m
+    if h < needs[j] then admit = false end        -- take(held, cost) refuses
   end
-  if admit then
-    for j = 1, k do
-      local left = held[j] - cost * sizes[j]
-      write(first + j - 1, j, left)
-      reply[first + j] = left
-    end
-  else
-    for j = 1, k do                               -- refused: nothing charged anywhere
-      reply[first + j] = -1 - held[j]
-      -- A bucket last written under another shape takes the request's now (what it holds converted, nothing
-      -- charged), so that it refills at the rate its Retry-After was computed with.
-      if moved[j] then write(first + j - 1, j, held[j]) end
+  for j = 1, k do
+    local i = first + j - 1
+    local units = held[j]
+    if admit then                                 -- charged on every bucket
+      units = units - needs[j]
+      reply[i + 1] = units
+    else                                          -- refused: nothing charged anywhere
+      reply[i + 1] = -1 - units
       -- Steady: refilling at the request's own shape since now or before, so a deny cache may extrapolate it.
-      if stamp[j] <= now then flags[#flags + 1] = 1 else flags[#flags + 1] = 0 end
+      if ats[j] == now then flags[#flags + 1] = 1 else flags[#flags + 1] = 0 end
+    end
+    -- Written when charged; refused, a bucket last written under another shape takes the request's (what it holds
+    -- converted, nothing charged), so that it refills at the rate its Retry-After was computed with.
+    if admit or moved[j] then
+      local at = ats[j]
+      local value
+      if at == now then
+        value = sformat('%d', units) .. tails[j]
+      else
+        value = sformat('%d %d ', units, at) .. shapes[j]
+      end
+      -- Full again at: core's msUntilFull, ceilDiv of two integers below 2^53, whose quotient is rounded once and
+      -- never across an integer, so its ceiling is exact.
+      local fullAt = at + ceil((fulls[j] - units) / rates[j])
+      -- The key expires once the bucket is full again (a missing key is a full bucket, so nothing is lost). On
+      -- Redis' clock that is an instant Redis knows: PXAT, exact however long the script has run. The caller's clock
+      -- may stand apart from Redis', so then the TTL is counted from now: PX, + 1 because Redis counts it from the
+      -- start of the command, which may fall in the ms before now. Formatted here as an integer, cheaper than the
+      -- %.17g Redis 7.0 prints a number argument with.
+      if redisClock then
+        redis.call('SET', keys[i], value, 'PXAT', sformat('%d', fullAt))
+      else
+        redis.call('SET', keys[i], value, 'PX', sformat('%d', fullAt - now + 1))
+      end
+      if written then written[keys[i]] = value end
     end
   end
   first = first + k

@@ -18,12 +18,17 @@ local admit = true
 for j = 1, k do
   local c, r, u
   c, r, u, pos = sunpack('<ddd', ARGV[2], pos)
-  local h = c * u                                 -- a missing bucket is a full one
+  local full = c * u
+  local h = full                                  -- a missing bucket is a full one
   local raw = values[j]
   if raw then
     now = now or tonumber(ARGV[1]) or redisTime()  -- the caller's time (clock 'client'), or Redis TIME
-    local su, st, sc, sU, sR = decode(raw)
-    if su then h = unitsAt(su, st, sc, sU, sR, now, c, u) end
+    local su, st, sc, sU, sR = decode(raw, shapeText(c, r, u), full)
+    if sc then                                    -- written under another shape: refilled at it, then converted
+      h = unitsAt(su, st, sc, sU, sR, now, c, u)
+    elseif su then
+      h = refilled(su, st, now, r, full)
+    end
   end
   held[j], need[j] = h, cost * u
   if h < need[j] then admit = false end           -- take(held, cost), without the write

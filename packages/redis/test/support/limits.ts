@@ -63,10 +63,10 @@ export function resetRpm(store: RedisStore, organization: string, endpoint: stri
 
 /**
  * The Redis value of a `perMinute(rpm)` bucket holding `units` (in 1/60 000 token) at `updatedAt`:
- * `<units> <updatedAt> <capacity> <unitsPerMs> <unitsPerToken>` in the limit's own units.
+ * `<units> <updatedAt> <capacity>/<unitsPerMs>/<unitsPerToken>` in the limit's own units.
  */
 export function rpmValue(units: number, updatedAt: number, rpm: number): string {
   const limit = minute(rpm)[0] as Limit;
   const scale = U / limit.unitsPerToken;
-  return `${units / scale} ${updatedAt} ${limit.capacity} ${limit.unitsPerMs} ${limit.unitsPerToken}`;
+  return `${units / scale} ${updatedAt} ${limit.capacity}/${limit.unitsPerMs}/${limit.unitsPerToken}`;
 }

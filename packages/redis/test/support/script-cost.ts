@@ -133,7 +133,7 @@ async function main(): Promise<void> {
     for (const org of orgs) {
       for (const limit of limits) {
         const half = Math.floor(limit.capacity / 2) * limit.unitsPerToken;
-        const value = `${half} ${now} ${limit.capacity} ${limit.unitsPerMs} ${limit.unitsPerToken}`;
+        const value = `${half} ${now} ${limit.capacity}/${limit.unitsPerMs}/${limit.unitsPerToken}`;
         await client.set(`${org}:${limit.name}`, value, 'PX', 600_000);
       }
     }
