@@ -45,15 +45,20 @@ export function unitsAt(
     const refill = elapsed * stored.unitsPerMs;
     held = refill >= storedFull - units ? storedFull : units + refill;
   }
-  const u = limit.unitsPerToken;
-  const full = limit.capacity * u;
-  if (u !== storedU) {
-    // Whole tokens convert exactly; the part token rounds down. rest × u < storedU × u ≤ (a day in ms)^2 < 2^53.
-    const tokens = Math.floor(held / storedU);
-    if (tokens >= limit.capacity) return full;
-    held = tokens * u + Math.floor(((held - tokens * storedU) * u) / storedU);
-  }
+  if (limit.unitsPerToken !== storedU) return converted(held, storedU, limit);
+  const full = limit.capacity * storedU;
   return held < full ? held : full;
+}
+
+/**
+ * `held` units of `storedU` units a token, in units of `limit`, capped at its capacity: whole tokens convert exactly,
+ * the part token rounds down. (held − tokens × storedU) × U < storedU × U ≤ (a day in ms)² < 2^53, so it is exact.
+ */
+function converted(held: number, storedU: number, limit: BucketShape): number {
+  const u = limit.unitsPerToken;
+  const tokens = Math.floor(held / storedU);
+  if (tokens >= limit.capacity) return limit.capacity * u;
+  return tokens * u + Math.floor(((held - tokens * storedU) * u) / storedU);
 }
 
 /**

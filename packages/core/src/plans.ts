@@ -143,12 +143,21 @@ export class PlanBook {
       this.check(request);
       return forAll;
     }
-    const plan = this.planOf(request);
-    const forPlan = rule?.planLimits?.get(plan);
-    if (forPlan !== undefined) return forPlan;
+    const plan = request.plan;
+    let limits = typeof plan === 'string' ? this.byName.get(plan) : undefined;
+    if (limits === undefined) throw this.unknownPlan(plan);
+    let effective = plan as string;
+    if (checkTrial(request.trial)) {
+      effective = this.trial();
+      limits = this.byName.get(effective) as readonly Limit[];
+    }
+    const planLimits = rule?.planLimits;
+    if (planLimits !== undefined) {
+      const forPlan = planLimits.get(effective);
+      if (forPlan !== undefined) return forPlan;
+    }
     const override = request.override;
-    if (override !== undefined && override !== null) return this.override(override);
-    return this.byName.get(plan) as readonly Limit[];
+    return override === undefined || override === null ? limits : this.override(override);
   }
 
   /** A request's own limits, checked; its plan, trial and override are checked too when given. */
@@ -181,7 +190,11 @@ export class PlanBook {
   private planOf(request: Identity): string {
     const plan = request.plan;
     if (typeof plan !== 'string' || !this.byName.has(plan)) throw this.unknownPlan(plan);
-    if (!checkTrial(request.trial)) return plan;
+    return checkTrial(request.trial) ? this.trial() : plan;
+  }
+
+  /** The plan trial requests are limited as; there is none under own plans without `trialPlan`. */
+  private trial(): string {
     if (this.trialPlan === undefined) {
       throw new RateLimitError(
         'invalid_argument',
@@ -198,14 +211,16 @@ export class PlanBook {
     );
   }
 
-  /** `perMinute(override)`, checked, as a list. */
+  /** `perMinute(override)`, checked, as a list: made once per value (the first time, out of the decision's way). */
   private override(override: unknown): readonly Limit[] {
-    let limits = this.overrides.get(override as number);
-    if (limits !== undefined) return limits;
+    return this.overrides.get(override as number) ?? this.newOverride(override);
+  }
+
+  private newOverride(override: unknown): readonly Limit[] {
     if (!Number.isSafeInteger(override) || (override as number) < 1 || (override as number) > MAX_LIMIT) {
       throw badOverride(override);
     }
-    limits = [perMinute(override as number)];
+    const limits = [perMinute(override as number)];
     if (this.overrides.size < MAX_REMEMBERED_OVERRIDES) this.overrides.set(override as number, limits);
     return limits;
   }

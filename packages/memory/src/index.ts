@@ -74,6 +74,8 @@ class InProcessStore implements MemoryStore {
   /** Per limit of the call under way: its slot (-1: no bucket yet) and units held, read before anything is written. */
   private readonly callSlots: number[] = [];
   private readonly callHeld: number[] = [];
+  /** How many limits of the call under way have no bucket yet. */
+  private callMissing = 0;
   private freeSlots: number[] = [];
   private nextSlot = 0;
   /** The clock hand: the next slot the incremental sweep looks at. */
@@ -107,8 +109,6 @@ class InProcessStore implements MemoryStore {
     const outcomes = this.read(organization, endpoint, limits, cost, now);
     const n = limits.length;
     for (let i = 0; i < n; i++) if ((outcomes[i] as Outcome) < 0) return this.refuse(outcomes, limits, now);
-    // The buckets that exist are charged first: creating one may sweep out buckets that are full, and once charged
-    // none of this call's is, so no slot read above is freed (and reused) before it is written.
     for (let i = 0; i < n; i++) {
       const slot = this.callSlots[i] as number;
       // Time never moves backwards in a bucket, or the same interval would refill twice.
@@ -117,11 +117,7 @@ class InProcessStore implements MemoryStore {
         this.write(slot, outcomes[i] as Outcome, at, limits[i] as Limit);
       }
     }
-    for (let i = 0; i < n; i++) {
-      if (this.callSlots[i] !== -1) continue;
-      const limit = limits[i] as Limit;
-      this.write(this.create(endpoint, limit.name, organization, now), outcomes[i] as Outcome, now, limit);
-    }
+    if (this.callMissing !== 0) this.createMissing(organization, endpoint, limits, outcomes, now);
     return outcomes;
   }
 
@@ -135,6 +131,25 @@ class InProcessStore implements MemoryStore {
       }
     }
     return outcomes;
+  }
+
+  /**
+   * Makes the buckets of an admitted call that had none, charged. After the buckets that exist: making one may sweep
+   * out buckets that are full, and once charged none of this call's is, so no slot read before is freed (and reused)
+   * before it is written.
+   */
+  private createMissing(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    outcomes: Outcome[],
+    now: number,
+  ): void {
+    for (let i = 0; i < limits.length; i++) {
+      if (this.callSlots[i] !== -1) continue;
+      const limit = limits[i] as Limit;
+      this.write(this.create(endpoint, limit.name, organization, now), outcomes[i] as Outcome, now, limit);
+    }
   }
 
   /**
@@ -168,8 +183,10 @@ class InProcessStore implements MemoryStore {
    */
   private read(organization: string, endpoint: string, limits: readonly Limit[], cost: number, now: number): Outcome[] {
     const n = limits.length;
-    const outcomes: Outcome[] = [];
+    // Sized up front: pushed onto an empty array, the outcomes would get room for 17.
+    const outcomes = new Array<Outcome>(n);
     const state = this.state;
+    this.callMissing = 0;
     for (let i = 0; i < n; i++) {
       const limit = limits[i] as Limit;
       const slot = this.bucketsOf(endpoint, limit.name)?.slots.get(organization);
@@ -178,13 +195,14 @@ class InProcessStore implements MemoryStore {
         // A missing bucket is full.
         held = limit.capacity * limit.unitsPerToken;
         this.callSlots[i] = -1;
+        this.callMissing++;
       } else {
         const base = slot * STRIDE;
         held = unitsAt(state[base] as number, state[base + 1] as number, this.shapes[slot] as BucketShape, now, limit);
         this.callSlots[i] = slot;
       }
       this.callHeld[i] = held;
-      outcomes.push(take(held, cost, limit));
+      outcomes[i] = take(held, cost, limit);
     }
     return outcomes;
   }
