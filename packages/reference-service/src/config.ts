@@ -67,6 +67,11 @@ export function readConfig(env: NodeJS.ProcessEnv): Config {
   if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) {
     throw new ConfigError('reference-service: REDIS_URL must start with redis:// or rediss://');
   }
+  if (redisUrl !== undefined && !URL.canParse(redisUrl)) {
+    throw new ConfigError(
+      `reference-service: REDIS_URL is not a valid URL (a port from 0 to 65535, no spaces), got ${redactUrl(redisUrl)}`,
+    );
+  }
   const nodes = env.REDIS_CLUSTER_NODES;
   return {
     port: env.PORT === undefined || env.PORT === '' ? 3000 : parsePort(env.PORT, 'PORT'),
@@ -105,13 +110,27 @@ export function loadKeysFile(path: string): ApiKeys {
   return validateKeys(parsed, path);
 }
 
-/** A Redis URL fit for a log line: the password is masked. */
+/** Query parameters a Redis client may read credentials from (ioredis takes any option from the query string). */
+const SECRET_PARAMETER = /pass|user|secret|token|auth/i;
+
+/**
+ * A Redis URL fit for a log line: every form of credential a client accepts is masked (the user and password of the
+ * userinfo, and query parameters such as `password` and `username`). A URL that does not parse is masked by its
+ * text, so even a malformed value never prints a secret.
+ */
 export function redactUrl(url: string): string {
+  let parsed: URL;
   try {
-    const parsed = new URL(url);
-    if (parsed.password !== '') parsed.password = '***';
-    return parsed.toString();
+    parsed = new URL(url);
   } catch {
-    return 'redis://(unparseable URL)';
+    return url
+      .replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i, '$1***@')
+      .replace(/([?&][^=&#]*=)[^&#]*/g, (pair, name: string) => (SECRET_PARAMETER.test(name) ? `${name}***` : pair));
   }
+  if (parsed.username !== '') parsed.username = '***';
+  if (parsed.password !== '') parsed.password = '***';
+  for (const name of [...parsed.searchParams.keys()]) {
+    if (SECRET_PARAMETER.test(name)) parsed.searchParams.set(name, '***');
+  }
+  return parsed.toString();
 }

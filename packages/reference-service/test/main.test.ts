@@ -162,6 +162,23 @@ it('refuses a PORT that is not a port number', async () => {
   expect(started.errors().trim()).toBe('reference-service: PORT must be a port number from 0 to 65535, got "eighty"');
 });
 
+it('refuses a REDIS_URL that does not parse in one line, its credentials masked', async () => {
+  const started = run({ REDIS_URL: 'redis://default:SECRETPASS@127.0.0.1:99999' });
+  expect(await started.exited).toBe(1);
+  expect(started.errors().trim()).toBe(
+    'reference-service: REDIS_URL is not a valid URL (a port from 0 to 65535, no spaces), got redis://***@127.0.0.1:99999',
+  );
+  expect(started.output()).not.toContain('SECRETPASS');
+});
+
+it('masks a password given in the query string when Redis cannot be reached', async () => {
+  // Port 1 on loopback: nothing listens there, so the service gives up after its connect timeout.
+  const started = run({ PORT: '0', REDIS_URL: 'redis://127.0.0.1:1/?password=SECRETPASS' });
+  expect(await started.exited).toBe(1);
+  expect(started.errors()).toContain('cannot reach Redis at redis://127.0.0.1:1/?password=***');
+  expect(started.output() + started.errors()).not.toContain('SECRETPASS');
+}, 20_000);
+
 // Under CI=true these throw when no Redis can be had, so the suite fails instead of passing by skipping.
 const redis = await redisForTests('reference-service main in Redis mode');
 const cluster = redis === undefined ? undefined : await redisClusterForTests('reference-service main on Redis Cluster');
