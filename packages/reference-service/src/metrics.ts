@@ -1,12 +1,16 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
+import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
 import { MeterProvider } from '@opentelemetry/sdk-metrics';
 import type { LimiterOptions } from '@ratecard/core';
 import type { MemoryStore } from '@ratecard/memory';
 import { limiterMetrics } from '@ratecard/otel';
 import { ConfigError } from './config.js';
 import type { Backend } from './store.js';
+
+/** `service.name` of the metrics when the environment names none. */
+export const SERVICE_NAME = 'ratecard-reference-service';
 
 /** The Prometheus endpoint, and the limiter's metrics behind it. */
 export interface Metrics {
@@ -25,7 +29,12 @@ export interface Metrics {
  */
 export async function startMetrics(port: number, host: string): Promise<Metrics> {
   const exporter = new PrometheusExporter({ preventServerStart: true });
-  const provider = new MeterProvider({ readers: [exporter] });
+  // The service's own name unless OTEL_SERVICE_NAME (or service.name in OTEL_RESOURCE_ATTRIBUTES) says otherwise; the
+  // SDK's default would be `unknown_service:node`.
+  const resource = resourceFromAttributes({ 'service.name': SERVICE_NAME }).merge(
+    detectResources({ detectors: [envDetector] }),
+  );
+  const provider = new MeterProvider({ readers: [exporter], resource });
   const metrics = limiterMetrics({ meterProvider: provider });
   const server = createServer((request, response) => {
     const path = request.url?.split('?')[0];

@@ -133,6 +133,19 @@ it('serves Prometheus text at METRICS_PORT: 10 allowed and 1 limited POST /brows
   expect(sampleValue(samples, 'ratecard_memory_buckets_evicted_total', {})).toBe(0);
 
   expect((await fetch(metricsUrl.replace('/metrics', '/other'))).status).toBe(404);
+  // The service names itself, where the SDK would say `unknown_service:node`.
+  expect(samples.find((sample) => sample.name === 'target_info')?.labels.service_name).toBe(
+    'ratecard-reference-service',
+  );
+}, 30_000);
+
+it('takes its service name from OTEL_SERVICE_NAME', async () => {
+  const service = await start(
+    { PORT: '0', METRICS_PORT: '0', OTEL_SERVICE_NAME: 'billing-api' },
+    /^metrics: (http:\/\/\S+)$/m,
+  );
+  const { samples } = parseExposition(await (await fetch(service.match)).text());
+  expect(samples.find((sample) => sample.name === 'target_info')?.labels.service_name).toBe('billing-api');
 }, 30_000);
 
 it('serves no metrics when METRICS_PORT is unset, as the benchmark baseline runs it', async () => {
