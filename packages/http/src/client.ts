@@ -26,8 +26,10 @@ export interface RateLimitedFetchOptions {
   /** Retries after a 429, per call; default 3. 0 turns retrying off (waiting for the shared budget still runs). */
   maxRetries?: number;
   /**
-   * Longest a call waits, in milliseconds; default 60 000. A 429 asking for longer is returned at once, and a call that
-   * would have to wait longer for its budget gets a 429 from the client at once, without being sent.
+   * Longest one wait of a call, in milliseconds; default 60 000 (a call that waits, is refused and waits again may wait
+   * this long each time, at most `maxRetries` times). A 429 asking for longer is returned at once, and a call that would
+   * have to wait longer for its budget gets a 429 from the client at once, without being sent; a wait that fits is sent
+   * when it ends.
    */
   maxWait?: number;
   /** Pace requests from the quota fields servers send (IETF RateLimit, draft-6 RateLimit-*, X-RateLimit-*); default true. */
@@ -367,7 +369,9 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): FetchFu
         const waitMs = Number.isFinite(ready.at) ? Math.ceil(ready.at - now) : 0;
         waiter.reason = { ...ready.reason, waitMs };
       }
-      const late = Number.isFinite(ready.at) ? ready.at > waiter.deadline : now >= waiter.deadline;
+      // A call that may go now goes, however late its timer fired: only a wait that still ends past the deadline is
+      // given up (a block a newer 429 moved, say).
+      const late = Number.isFinite(ready.at) ? ready.at > now && ready.at > waiter.deadline : now >= waiter.deadline;
       if (!late) continue;
       budget.queue.splice(budget.queue.indexOf(waiter), 1);
       if (Number.isFinite(ready.at)) {

@@ -7,7 +7,8 @@ import { withRateLimit } from '../src/node.js';
 import { identityFrom, listen, nodeHeader, T0 } from './support.js';
 
 /** Virtual time shared by the server's store and the client: waits move the clock instead of the test sleeping. */
-function virtualTime(): { clock: Clock; elapsed: () => number; sleeps: number[]; storeNow: () => number } {
+/** A clock whose timers fire exactly when asked, or `lateMs` after, as a busy event loop's do. */
+function virtualTime(lateMs = 0): { clock: Clock; elapsed: () => number; sleeps: number[]; storeNow: () => number } {
   let time = 0;
   const sleeps: number[] = [];
   return {
@@ -16,7 +17,7 @@ function virtualTime(): { clock: Clock; elapsed: () => number; sleeps: number[];
       sleep: async (ms, signal) => {
         signal?.throwIfAborted();
         sleeps.push(ms);
-        time += ms;
+        time += ms + lateMs;
       },
     },
     elapsed: () => time,
@@ -237,6 +238,20 @@ describe('rateLimitedFetch', () => {
     expect(response.status).toBe(429);
     expect(server.bodies).toHaveLength(1);
     expect(time.sleeps).toEqual([]);
+  });
+
+  it('sends a call whose wait fits maxWait when the wait ends, even when its timer fires late', async () => {
+    const time = virtualTime(33);
+    let calls = 0;
+    const server = await scriptedServer((request, response) => {
+      if (calls++ === 0) return tooMany('2')(request, response);
+      response.writeHead(200);
+      response.end('ok');
+    });
+    const response = await rateLimitedFetch({ clock: time.clock, maxWait: 2000 })(server.url);
+    expect(response.status).toBe(200);
+    expect(server.bodies).toHaveLength(2);
+    expect(time.elapsed()).toBe(2033);
   });
 
   it('reads a Retry-After given as an HTTP date', async () => {
