@@ -33,6 +33,13 @@ export interface RateLimitFields {
   quotas: Quota[];
 }
 
+/**
+ * The most quotas read from one `RateLimit` field, in its order: servers state a handful, and every quota kept is
+ * compared with the ones before it on each answer and checked on each call, so a field of thousands of items would
+ * cost time quadratic in its length.
+ */
+export const MAX_QUOTAS = 64;
+
 /** A wait of more than a day is taken for a garbled value (epoch seconds sent as a delay, say), not an instruction. */
 export const MAX_SANE_MS = 86_400_000;
 
@@ -162,6 +169,7 @@ function ietfQuotas(headers: Headers): Quota[] {
   if (list !== undefined) {
     const stated = policies(headers.get('ratelimit-policy'));
     for (const [value, parameters] of list) {
+      if (quotas.length === MAX_QUOTAS) break;
       const remaining = whole(parameters.get('r'));
       if (remaining === undefined) continue;
       const name = nameOf(value);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { readRateLimitFields, refusalWait } from '../src/rate-limit-fields.js';
+import { MAX_QUOTAS, readRateLimitFields, refusalWait } from '../src/rate-limit-fields.js';
 
 const NOW = Date.UTC(2026, 10, 23, 12, 0, 0);
 
@@ -46,6 +46,13 @@ describe('Retry-After and retry-after-ms', () => {
     for (const fields of cases) {
       expect(refusalWait(read(fields), 1000)?.waitMs).toBe(1000);
     }
+  });
+
+  it('reads at most MAX_QUOTAS quotas of a RateLimit field, the first ones, however many items it has', () => {
+    const items = Array.from({ length: 5_000 }, (_, i) => `"p${i}";r=${i};t=10`).join(', ');
+    const { quotas } = read({ ratelimit: items });
+    expect(quotas).toHaveLength(MAX_QUOTAS);
+    expect(quotas.map((quota) => quota.policy)).toEqual(Array.from({ length: MAX_QUOTAS }, (_, i) => `p${i}`));
   });
 
   it('marks negative, unreadable and absurdly large values as garbled and reads no wait from them', () => {
