@@ -90,7 +90,7 @@ function readRetryAfter(headers: Headers, now: number): { reason?: RateLimitReas
   const ms = headers.get('retry-after-ms');
   if (ms !== null) {
     const value = numberOf(ms);
-    if (value !== undefined && value <= MAX_SANE_MS) {
+    if (value !== undefined && value < EPOCH_MS) {
       return { reason: { source: 'retry-after-ms', waitMs: Math.ceil(value) }, garbled: false };
     }
   }
@@ -98,10 +98,14 @@ function readRetryAfter(headers: Headers, now: number): { reason?: RateLimitReas
   if (field === undefined || field === '') return { garbled: ms !== null };
   const seconds = numberOf(field);
   let waitMs: number;
-  if (seconds !== undefined) waitMs = Math.ceil(seconds * 1000);
-  else if (HTTP_DATE.test(field)) waitMs = Date.parse(field) - now;
+  if (seconds !== undefined) {
+    // A delay from 10^9 s up (31 years) is an epoch time sent where a delay belongs: garbled, not an instruction.
+    if (seconds >= EPOCH_SECONDS) return { garbled: true };
+    waitMs = Math.ceil(seconds * 1000);
+  } else if (HTTP_DATE.test(field)) waitMs = Date.parse(field) - now;
   else return { garbled: true };
-  if (!(waitMs <= MAX_SANE_MS)) return { garbled: true };
+  if (Number.isNaN(waitMs)) return { garbled: true };
+  // However long, a readable wait is the server's word: beyond maxWait the client returns the 429 at once.
   return { reason: { source: 'retry-after', waitMs: Math.max(0, waitMs) }, garbled: false };
 }
 

@@ -55,7 +55,12 @@ describe('Retry-After and retry-after-ms', () => {
     expect(quotas.map((quota) => quota.policy)).toEqual(Array.from({ length: MAX_QUOTAS }, (_, i) => `p${i}`));
   });
 
-  it('marks negative, unreadable and absurdly large values as garbled and reads no wait from them', () => {
+  it('reads a wait longer than a day as the wait it says', () => {
+    expect(read({ 'retry-after': '90000' }).retryAfter).toEqual({ source: 'retry-after', waitMs: 90_000_000 });
+    expect(read({ 'retry-after-ms': '90000000' }).retryAfter).toEqual({ source: 'retry-after-ms', waitMs: 90_000_000 });
+  });
+
+  it('marks negative, unreadable and epoch-sized values as garbled and reads no wait from them', () => {
     for (const value of ['-5', 'soon', 'NaN', '1e3', '1700000000', 'Tue, 99 Foo 2026 25:61:61 GMT']) {
       const fields = read({ 'retry-after': value });
       expect(fields.retryAfter, value).toBeUndefined();

@@ -240,6 +240,15 @@ describe('rateLimitedFetch', () => {
     expect(time.sleeps).toEqual([]);
   });
 
+  it('returns a 429 asking for 25 hours at once, without retrying', async () => {
+    const time = virtualTime();
+    const server = await scriptedServer(tooMany('90000'));
+    const response = await rateLimitedFetch({ clock: time.clock })(server.url);
+    expect(response.status).toBe(429);
+    expect(server.bodies).toHaveLength(1);
+    expect(time.sleeps).toEqual([]);
+  });
+
   it('sends a call whose wait fits maxWait when the wait ends, even when its timer fires late', async () => {
     const time = virtualTime(33);
     let calls = 0;
