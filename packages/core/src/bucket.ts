@@ -13,6 +13,11 @@ import type { Limit } from './limits.js';
 /** The three numbers of a limit the arithmetic reads; a store keeps them with a bucket as the shape then in force. */
 export type BucketShape = Pick<Limit, 'capacity' | 'unitsPerToken' | 'unitsPerMs'>;
 
+/** Whether two shapes refill alike: a bucket written under one is read under the other without conversion. */
+export function sameShape(a: BucketShape, b: BucketShape): boolean {
+  return a.capacity === b.capacity && a.unitsPerToken === b.unitsPerToken && a.unitsPerMs === b.unitsPerMs;
+}
+
 /**
  * ceil(a / b) for non-negative safe integers. The quotient is rounded once; for it to round across an integer, a
  * would have to be at least 2^53, so the ceiling of the rounded quotient is the exact one.

@@ -8,6 +8,7 @@ export {
   remainingTokens,
   resetAfterSeconds,
   retryAfterSeconds,
+  sameShape,
   take,
   unitsAfter,
   unitsAt,

@@ -6,6 +6,7 @@ import {
   type Outcome,
   RateLimitError,
   type Store,
+  sameShape,
   take,
   unitsAt,
 } from '@ratecard/core';
@@ -342,10 +343,6 @@ class InProcessStore implements MemoryStore {
     this.forget(this.nextOwnedSlot());
     this.evicted++;
   }
-}
-
-function sameShape(a: BucketShape, b: BucketShape): boolean {
-  return a.capacity === b.capacity && a.unitsPerToken === b.unitsPerToken && a.unitsPerMs === b.unitsPerMs;
 }
 
 /** A token-bucket store in this process: exact, allocation-free per call, bounded by `maxBuckets`. */

@@ -6,6 +6,7 @@ import {
   perDay,
   perMinute,
   perSecond,
+  sameShape,
   take,
   tokenBucket,
   unitsAt,
@@ -139,10 +140,6 @@ class BucketsModel {
     }
     return admitted ? outcomes : held.map((units) => -1 - units);
   }
-}
-
-function sameShape(a: BucketShape, b: BucketShape): boolean {
-  return a.capacity === b.capacity && a.unitsPerToken === b.unitsPerToken && a.unitsPerMs === b.unitsPerMs;
 }
 
 /** Limits sharing a name, so that a bucket may change shape from one call to the next, as a plan change does. */

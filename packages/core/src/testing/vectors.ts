@@ -1,4 +1,12 @@
-import { type BucketShape, remainingTokens, resetAfterSeconds, retryAfterSeconds, take, unitsAt } from '../bucket.js';
+import {
+  type BucketShape,
+  remainingTokens,
+  resetAfterSeconds,
+  retryAfterSeconds,
+  sameShape,
+  take,
+  unitsAt,
+} from '../bucket.js';
 import { type Limit, tokenBucket } from '../limits.js';
 
 /** A limit's three numbers, as a step states them: `tokenBucket({ capacity, refill, intervalMs })`. */
@@ -42,10 +50,6 @@ export const VECTOR_LIMIT_NAME = 'vector';
 /** The core limit of a step: its shape under the name every step of a case shares. */
 export function vectorLimit(shape: VectorLimit): Limit {
   return tokenBucket({ ...shape, name: VECTOR_LIMIT_NAME });
-}
-
-function sameShape(a: BucketShape, b: BucketShape): boolean {
-  return a.capacity === b.capacity && a.unitsPerToken === b.unitsPerToken && a.unitsPerMs === b.unitsPerMs;
 }
 
 /** Runs a case through core's arithmetic, filling in every step's expected results. */
