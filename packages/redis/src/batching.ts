@@ -9,13 +9,11 @@ export interface Receiver {
 
 /**
  * Consume calls waiting to be sent, in parallel arrays: queuing a call allocates nothing of its own. A call charges
- * the buckets of k limits, all in its organization's slot: its keys lie in `keys` from `starts[i]`, one per limit.
+ * the buckets of k limits, all held by one key (its organization's and endpoint's).
  */
 export class CallBatch {
-  /** The keys of every call, call after call. */
+  /** The key of each call. */
   readonly keys: string[] = [];
-  /** Per call: where its keys start in `keys`. */
-  readonly starts: number[] = [];
   readonly slots: number[] = [];
   readonly limits: (readonly Limit[])[] = [];
   readonly costs: number[] = [];
@@ -30,24 +28,11 @@ export class CallBatch {
   master: string | undefined = undefined;
 
   get length(): number {
-    return this.starts.length;
+    return this.keys.length;
   }
 
-  /** Where call `i`'s keys end in `keys` (exclusive). */
-  keysEnd(i: number): number {
-    return i + 1 < this.starts.length ? (this.starts[i + 1] as number) : this.keys.length;
-  }
-
-  add(
-    keys: readonly string[],
-    slot: number,
-    limits: readonly Limit[],
-    cost: number,
-    deadline: number,
-    receiver: Receiver,
-  ): void {
-    this.starts.push(this.keys.length);
-    for (const key of keys) this.keys.push(key);
+  add(key: string, slot: number, limits: readonly Limit[], cost: number, deadline: number, receiver: Receiver): void {
+    this.keys.push(key);
     this.slots.push(slot);
     this.limits.push(limits);
     this.costs.push(cost);
@@ -57,9 +42,7 @@ export class CallBatch {
 
   /** Appends call `i` of another batch, receiver included. */
   takeFrom(other: CallBatch, i: number): void {
-    this.starts.push(this.keys.length);
-    const end = other.keysEnd(i);
-    for (let j = other.starts[i] as number; j < end; j++) this.keys.push(other.keys[j] as string);
+    this.keys.push(other.keys[i] as string);
     this.slots.push(other.slots[i] as number);
     this.limits.push(other.limits[i] as readonly Limit[]);
     this.costs.push(other.costs[i] as number);
@@ -123,7 +106,7 @@ export type SendCalls = (batch: CallBatch, from: number, to: number) => Promise<
  *   outlive their deadlines), expired ones are dropped, and a flush looks again every READY_POLL_MS.
  *
  * Standalone, a flush is one script call per `maxPerCall` calls. In a cluster, calls are grouped by the master that
- * serves their slot (every key of a call is in its organization's slot), as the client's slot map has it: one script
+ * serves their slot (a call's key is in its organization's slot), as the client's slot map has it: one script
  * call per master, whatever the slots (see the store's sendConsume for what happens when the map is out of date). A
  * call whose master is unknown goes by key.
  * There `maxInFlight` does not apply; instead each master has at most one script call out, and calls for a master
@@ -154,15 +137,8 @@ export class AutoBatcher {
     return this.batch.length;
   }
 
-  add(
-    keys: readonly string[],
-    slot: number,
-    limits: readonly Limit[],
-    cost: number,
-    deadline: number,
-    receiver: Receiver,
-  ): void {
-    this.batch.add(keys, slot, limits, cost, deadline, receiver);
+  add(key: string, slot: number, limits: readonly Limit[], cost: number, deadline: number, receiver: Receiver): void {
+    this.batch.add(key, slot, limits, cost, deadline, receiver);
     if (this.batch.length >= this.pruneAt) {
       this.batch = this.withoutExpired(this.batch);
       this.pruneAt = Math.max(PRUNE_FLOOR, 2 * this.batch.length);

@@ -1,9 +1,9 @@
-import type { BucketShape, Outcome } from '@ratecard/core';
+import type { Limit, Outcome } from '@ratecard/core';
 
 /** A bucket found short of `cost` tokens, and until when it stays short for sure. */
 interface Denial {
-  /** The shape of the limit the denial was for: the bucket refills at its rate, up to its capacity. */
-  shape: BucketShape;
+  /** The limit the denial was for: its bucket (the key holds one per limit name) refills at its rate, up to its capacity. */
+  shape: Limit;
   cost: number;
   /** Units the bucket held at `base`. */
   held: number;
@@ -32,11 +32,11 @@ export class DenyCache {
   }
 
   /**
-   * The outcome of a call the cache can answer: same shape, the same or a larger cost, before `until`. The units
+   * The outcome of a call the cache can answer: the same limit name and shape, the same or a larger cost, before `until`. The units
    * held are extrapolated at the shape's rate, up to its capacity; the denial itself is exact, the units as exact as
    * `base` is.
    */
-  answer(key: string, limit: BucketShape, cost: number, now: number): Outcome | undefined {
+  answer(key: string, limit: Limit, cost: number, now: number): Outcome | undefined {
     const denial = this.entries.get(key);
     if (denial === undefined) return undefined;
     if (now >= denial.until) {
@@ -49,7 +49,8 @@ export class DenyCache {
       cost < denial.cost ||
       now < denial.base ||
       (shape !== limit &&
-        (limit.capacity !== shape.capacity ||
+        (limit.name !== shape.name ||
+          limit.capacity !== shape.capacity ||
           limit.unitsPerMs !== shape.unitsPerMs ||
           limit.unitsPerToken !== shape.unitsPerToken))
     ) {
@@ -61,7 +62,7 @@ export class DenyCache {
     return -1 - (held < full ? held : full);
   }
 
-  remember(key: string, shape: BucketShape, cost: number, held: number, base: number, until: number): void {
+  remember(key: string, shape: Limit, cost: number, held: number, base: number, until: number): void {
     if (this.maxEntries === 0) return;
     if (this.entries.size >= this.maxEntries && !this.entries.has(key)) this.makeRoom(base);
     this.entries.set(key, { shape, cost, held, base, until });

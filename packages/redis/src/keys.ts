@@ -1,8 +1,8 @@
 /**
- * Bucket keys: `<prefix>{<organization>}:<endpoint>:<limit name>`, each name percent-encoded so that the key says which
- * bucket it is and nothing else. The braces make the organization Redis Cluster's hash tag: every bucket of an
- * organization lives in one slot, so the buckets of one request (one per limit) and a batch of requests can go to
- * Redis in one script call.
+ * Endpoint keys: `<prefix>{<organization>}:<endpoint>`, each name percent-encoded so that the key says whose buckets it
+ * holds and nothing else; the value holds the buckets of every limit named there (scripts/bucket.ts). The braces make
+ * the organization Redis Cluster's hash tag: every key of an organization lives in one slot, so a batch of its
+ * requests can go to Redis in one script call.
  *
  * The encoding escapes `%` (so it can be decoded, hence injective), `{` and `}` (so no organization can end the hash
  * tag early or open another), `:` (so tools that split keys on colons show prefix, organization, endpoint) and lone
@@ -12,7 +12,7 @@
 
 const NEEDS_ESCAPE = /[%{}:\uD800-\uDFFF]/;
 
-/** The percent-encoding of one name (organization, endpoint or limit name); the identity for most names. */
+/** The percent-encoding of one name (organization or endpoint); the identity for most names. */
 export function encodeName(name: string): string {
   if (!NEEDS_ESCAPE.test(name)) return name;
   let out = '';
@@ -56,40 +56,24 @@ export function decodeName(encoded: string): string {
   return out;
 }
 
-/** Most (endpoint, limit name) pairs whose encodings are remembered. */
+/** Most endpoints whose encodings are remembered. */
 const MAX_REMEMBERED = 1024;
 
-/**
- * The Redis keys of buckets. Endpoints (rule keys) and limit names are few, so the encoding of each pair is
- * remembered: a key is then one concatenation.
- */
+/** The Redis keys of endpoints. Endpoints (rule keys) are few, so the encoding of each is remembered. */
 export class KeyEncoder {
-  /** endpoint → limit name → `<endpoint>:<name>`, encoded. */
-  private readonly suffixes = new Map<string, Map<string, string>>();
-  private remembered = 0;
+  /** endpoint → its encoding. */
+  private readonly encoded = new Map<string, string>();
 
   constructor(readonly prefix: string) {}
 
-  /** The encoded organization, which is also the key's hash tag. */
-  tag(organization: string): string {
-    return encodeName(organization);
-  }
-
-  key(tag: string, endpoint: string, name: string): string {
-    let names = this.suffixes.get(endpoint);
-    let suffix = names?.get(name);
+  key(organization: string, endpoint: string): string {
+    let suffix = this.encoded.get(endpoint);
     if (suffix === undefined) {
-      suffix = `${encodeName(endpoint)}:${encodeName(name)}`;
+      suffix = encodeName(endpoint);
       // A bound, so that a caller passing raw paths as endpoints cannot grow the map without end.
-      if (this.remembered < MAX_REMEMBERED) {
-        if (names === undefined) {
-          names = new Map();
-          this.suffixes.set(endpoint, names);
-        }
-        names.set(name, suffix);
-        this.remembered++;
-      }
+      if (this.encoded.size < MAX_REMEMBERED) this.encoded.set(endpoint, suffix);
     }
-    return `${this.prefix}{${tag}}:${suffix}`;
+    // The encoded organization is also the key's hash tag.
+    return `${this.prefix}{${encodeName(organization)}}:${suffix}`;
   }
 }

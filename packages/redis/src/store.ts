@@ -12,7 +12,7 @@ import {
 } from './client.js';
 import { DenyCache } from './deny-cache.js';
 import { KeyEncoder } from './keys.js';
-import { CONSUME, CONSUME_ON_MASTER } from './scripts/consume.js';
+import { CONSUME, CONSUME_ON_MASTER, packCall, packedSize } from './scripts/consume.js';
 import type { LuaScript } from './scripts/lua-script.js';
 import { PEEK } from './scripts/peek.js';
 import { RESET } from './scripts/reset.js';
@@ -192,29 +192,29 @@ class RedisBucketStore implements RedisStore {
   ): Promise<Outcome[]> {
     if (this.closed) return Promise.reject(this.closedError());
     if (organization.length === 0) return Promise.reject(emptyOrganization());
-    const keys = this.keysOf(organization, endpoint, limits);
+    const key = this.keys.key(organization, endpoint);
     // Only a call of one limit is answered from the deny cache, and only such calls fill it: a call of several limits
     // is refused by whichever bucket is short, and what one bucket's denial says of a call that also names others
     // would need every one of them remembered; those calls go to Redis.
     if (limits.length === 1 && this.denies.size !== 0) {
-      const cached = this.denies.answer(keys[0] as string, limits[0] as Limit, cost, this.cacheTime());
+      const cached = this.denies.answer(key, limits[0] as Limit, cost, this.cacheTime());
       if (cached !== undefined) return Promise.resolve([cached]);
     }
     if (this.connection.state() === 'closed') return Promise.reject(this.notReady());
-    // Every key of the call has the organization as its hash tag: one slot.
-    const slot = this.connection.cluster ? calculateSlot(keys[0] as string) : 0;
+    // The key's hash tag is the organization.
+    const slot = this.connection.cluster ? calculateSlot(key) : 0;
     // Counted from now, before the caller starts its own count: the store gives up on the call first.
     const deadline = budgetMs === undefined ? Number.POSITIVE_INFINITY : performance.now() + budgetMs;
     return new Promise<Outcome[]>((resolve, reject) => {
-      this.batcher.add(keys, slot, limits, cost, deadline, { resolve, reject });
+      this.batcher.add(key, slot, limits, cost, deadline, { resolve, reject });
     });
   }
 
   async peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Promise<Outcome[]> {
-    const keys = this.checkedKeysOf(organization, endpoint, limits);
-    const numbers = Buffer.allocUnsafe(8 * (2 + 3 * limits.length));
+    const key = this.checkedKey(organization, endpoint);
+    const numbers = Buffer.allocUnsafe(packedSize(limits));
     packCall(numbers, 0, limits, cost);
-    const reply = await this.run(PEEK, keys, [this.clockArgument(), numbers]);
+    const reply = await this.run(PEEK, [key], [this.clockArgument(), numbers]);
     if (!Array.isArray(reply) || reply.length !== limits.length || !reply.every((o) => typeof o === 'number')) {
       throw failure(new Error(`unexpected peek reply ${describeValue(reply)}`));
     }
@@ -222,10 +222,14 @@ class RedisBucketStore implements RedisStore {
   }
 
   async reset(organization: string, endpoint: string, limits: readonly Limit[]): Promise<void> {
-    const keys = this.checkedKeysOf(organization, endpoint, limits);
+    const key = this.checkedKey(organization, endpoint);
     this.resets++;
-    for (const key of keys) this.denies.forget(key);
-    await this.run(RESET, keys, []);
+    this.denies.forget(key);
+    await this.run(
+      RESET,
+      [key],
+      limits.map((limit) => limit.name),
+    );
   }
 
   close(): void {
@@ -249,18 +253,10 @@ class RedisBucketStore implements RedisStore {
     };
   }
 
-  /** The key of each limit's bucket, in order. */
-  private keysOf(organization: string, endpoint: string, limits: readonly Limit[]): string[] {
-    const tag = this.keys.tag(organization);
-    const keys = new Array<string>(limits.length);
-    for (let i = 0; i < limits.length; i++) keys[i] = this.keys.key(tag, endpoint, (limits[i] as Limit).name);
-    return keys;
-  }
-
-  private checkedKeysOf(organization: string, endpoint: string, limits: readonly Limit[]): string[] {
+  private checkedKey(organization: string, endpoint: string): string {
     if (this.closed) throw this.closedError();
     if (organization.length === 0) throw emptyOrganization();
-    return this.keysOf(organization, endpoint, limits);
+    return this.keys.key(organization, endpoint);
   }
 
   /** Runs a script on one call's keys, refusing at once when the client could only queue it in its offline queue. */
@@ -313,17 +309,17 @@ class RedisBucketStore implements RedisStore {
     // from one plan and endpoint does, else once per call.
     let numbers: Buffer;
     if (uniform) {
-      numbers = Buffer.allocUnsafe(8 * (2 + 3 * shared.length));
+      numbers = Buffer.allocUnsafe(packedSize(shared));
       packCall(numbers, 0, shared, costs[from] as number);
     } else {
-      let doubles = 0;
-      for (let i = from; i < to; i++) doubles += 2 + 3 * (limits[i] as readonly Limit[]).length;
-      numbers = Buffer.allocUnsafe(8 * doubles);
+      let size = 0;
+      for (let i = from; i < to; i++) size += packedSize(limits[i] as readonly Limit[]);
+      numbers = Buffer.allocUnsafe(size);
       let offset = 0;
       for (let i = from; i < to; i++)
         offset = packCall(numbers, offset, limits[i] as readonly Limit[], costs[i] as number);
     }
-    const keys = batch.keys.slice(batch.starts[from] as number, batch.keysEnd(to - 1));
+    const keys = batch.keys.slice(from, to);
     // The batch's first deadline in Redis' frame: a run later than that finds some caller gone, and charges nothing.
     const lastWaited =
       ahead === undefined || firstDeadline === Number.POSITIVE_INFINITY ? '' : String(Math.ceil(firstDeadline + ahead));
@@ -382,13 +378,13 @@ class RedisBucketStore implements RedisStore {
     server: string | undefined,
   ): void {
     const n = to - from;
-    const first = batch.starts[from] as number;
-    const keyCount = batch.keysEnd(to - 1) - first;
-    // Redis TIME, then an outcome per key, then a flag per limited one, each a little-endian double (see
-    // scripts/consume.ts); the time alone when the run came too late for the batch.
+    let outcomeCount = 0;
+    for (let i = from; i < to; i++) outcomeCount += (batch.limits[i] as readonly Limit[]).length;
+    // Redis TIME, then an outcome per limit of each call, then a flag per limited one, each a little-endian double
+    // (see scripts/consume.ts); the time alone when the run came too late for the batch.
     if (
       !Buffer.isBuffer(reply) ||
-      (reply.length !== 8 && reply.length < 8 * (keyCount + 1)) ||
+      (reply.length !== 8 && reply.length < 8 * (outcomeCount + 1)) ||
       reply.length % 8 !== 0
     ) {
       batch.rejectAll(failure(new Error(`unexpected consume reply ${describeValue(reply)}`)), from, to);
@@ -400,21 +396,24 @@ class RedisBucketStore implements RedisStore {
       return;
     }
     const receivedAt = performance.now();
-    let flag = 8 * (keyCount + 1);
+    let at = 8;
+    let flag = 8 * (outcomeCount + 1);
     for (let i = from; i < to; i++) {
-      const start = batch.starts[i] as number;
-      const k = batch.keysEnd(i) - start;
+      const k = (batch.limits[i] as readonly Limit[]).length;
       const outcomes = new Array<Outcome>(k);
-      for (let j = 0; j < k; j++) outcomes[j] = reply.readDoubleLE(8 * (start - first + j + 1));
+      for (let j = 0; j < k; j++, at += 8) outcomes[j] = reply.readDoubleLE(at);
+      const key = batch.keys[i] as string;
       if ((outcomes[0] as Outcome) >= 0) {
-        // Charged, each bucket holds less than a denial remembered for it said.
-        for (let j = 0; j < k; j++) this.denies.forget(batch.keys[start + j] as string);
+        // Charged, the bucket holds less than a denial remembered for it said.
+        this.denies.forget(key);
       } else if (k > 1) {
+        // Refused, it may have converted a bucket a denial was remembered for to another shape, which a later call
+        // under the remembered one must convert back: that call goes to Redis.
+        this.denies.forget(key);
         flag += 8 * k;
       } else {
         // A call of one limit: its denial may fill the deny cache (see consume).
         const outcome = outcomes[0] as Outcome;
-        const key = batch.keys[start] as string;
         const steady = flag < reply.length && reply.readDoubleLE(flag) === 1;
         flag += 8;
         if (steady && cacheDenials) {
@@ -505,24 +504,9 @@ function sameLimits(a: readonly Limit[], b: readonly Limit[]): boolean {
 }
 
 /**
- * Writes one call's numbers at `offset` as the scripts read them: k, cost, then capacity, unitsPerMs, unitsPerToken
- * of each limit, little-endian doubles (exact for integers below 2^53). Returns the offset after them.
- */
-function packCall(buffer: Buffer, offset: number, limits: readonly Limit[], cost: number): number {
-  let at = buffer.writeDoubleLE(limits.length, offset);
-  at = buffer.writeDoubleLE(cost, at);
-  for (const limit of limits) {
-    at = buffer.writeDoubleLE(limit.capacity, at);
-    at = buffer.writeDoubleLE(limit.unitsPerMs, at);
-    at = buffer.writeDoubleLE(limit.unitsPerToken, at);
-  }
-  return at;
-}
-
-/**
- * A token-bucket store on Redis or Redis Cluster: one atomic Lua script charges a call's buckets (one per limit) all or
- * nothing, calls of the same tick batched into one script call (per master in a cluster), and a local cache of
- * buckets known to be empty.
+ * A token-bucket store on Redis or Redis Cluster: one key per organization and endpoint holds its buckets (one per
+ * limit), and one atomic Lua script charges a call's buckets all or nothing, calls of the same tick batched into one
+ * script call (per master in a cluster), and a local cache of buckets known to be empty.
  */
 export function redisStore(options: RedisStoreOptions): RedisStore {
   return new RedisBucketStore(options);

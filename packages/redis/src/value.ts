@@ -1,11 +1,14 @@
 /**
- * Reading a bucket's Redis value back, for operators and tests. The value is written by the Lua in scripts/bucket.ts,
- * and docs/redis.md describes it; this is its one reader outside Redis, and it accepts exactly what the script does.
+ * Reading an endpoint's Redis value back, for operators and tests. The value is written by the Lua in
+ * scripts/consume.ts, and docs/redis.md describes it; this is its one reader outside Redis, and it reads exactly what
+ * the scripts do.
  */
 import { MAX_BUCKET_UNITS, MAX_INTERVAL_MS } from '@ratecard/core';
 
 /** A bucket as Redis holds it: the units it held when, and the shape of the limit then in force (docs/algorithm.md). */
 export interface StoredBucket {
+  /** The limit's name, which tells the buckets of one endpoint apart. */
+  name: string;
   /** Units held at `updatedAt` (a token is `unitsPerToken` units). */
   units: number;
   /** Epoch ms the units were counted at. */
@@ -25,38 +28,60 @@ export interface StoredBucket {
 export const MAX_UPDATED_AT: number = 2 ** 48 - 1;
 
 /**
- * Two numbers and a shape in decimal, one space apart: `<units> <updatedAt> <capacity>/<unitsPerMs>/<unitsPerToken>`.
- * Leading zeros are read as the number they pad, as the script reads them. Number() is exact below 2^53 and gives at
- * least 2^53 above, past every range.
+ * Most entries a write keeps for limits its call does not name (another call's on the same endpoint, or a limit since
+ * renamed), besides the call's own: a caller naming ever new limits cannot grow one value without end. The ones
+ * written last are kept; a bucket dropped past the bound is a full one when its limit is named again.
  */
-const FORM = /^(\d+) (\d+) (\d+)\/(\d+)\/(\d+)$/;
+export const MAX_KEPT_ENTRIES = 16;
 
 /**
- * Decodes a bucket value (a string, or the bytes `getBuffer` returns). Returns undefined for a value the script would
- * read as a full bucket: anything but that text, a capacity, unitsPerMs or unitsPerToken outside the bounds core puts
- * on a limit (capacity × unitsPerToken ≤ 2^52, unitsPerToken ≤ MAX_INTERVAL_MS, each at least 1), more units than that
- * capacity holds, or an updatedAt past MAX_UPDATED_AT. (The script checks the shape only when its text differs from
- * the request's, whose bounds core checked: the same values pass.)
+ * One entry: a limit's name, two numbers and a shape in decimal, one space apart:
+ * `<name> <units> <updatedAt> <capacity>/<unitsPerMs>/<unitsPerToken>`. Leading zeros are read as the number they pad,
+ * as the script reads them. Number() is exact below 2^53 and gives at least 2^53 above, past every range.
  */
-export function decodeBucketValue(value: string | Uint8Array): StoredBucket | undefined {
+const ENTRY = /^([^ ]+) (\d+) (\d+) (\d+)\/(\d+)\/(\d+)$/;
+/** What the scripts parse as an entry before checking it: a name of anything but spaces, a shape of anything but commas. */
+const PARSED = /^[^ ]+ \d+ \d+ [^,]+$/;
+
+/**
+ * Decodes an endpoint's value (a string, or the bytes `getBuffer` returns): its buckets in the order they are held.
+ * Returns undefined for a value the scripts read as no bucket at all: anything but entries joined by `, `. An entry
+ * whose shape is not three numbers or whose numbers lie outside the bounds core puts on a limit (capacity ×
+ * unitsPerToken ≤ 2^52, unitsPerToken ≤ MAX_INTERVAL_MS, each at least 1, units at most a full bucket, updatedAt at
+ * most MAX_UPDATED_AT) is left out, as is a second entry of one name: the scripts read the first entry of a name, and
+ * a missing or unreadable one as a full bucket. (The scripts check an entry's shape only when its text differs from
+ * the request's, whose bounds core checked: the same entries pass.)
+ */
+export function decodeEndpointValue(value: string | Uint8Array): StoredBucket[] | undefined {
   const text = typeof value === 'string' ? value : Buffer.from(value).toString('latin1');
-  const fields = FORM.exec(text);
-  if (fields === null) return undefined;
-  const units = Number(fields[1]);
-  const updatedAt = Number(fields[2]);
-  const capacity = Number(fields[3]);
-  const unitsPerMs = Number(fields[4]);
-  const unitsPerToken = Number(fields[5]);
-  if (
-    capacity < 1 ||
-    unitsPerToken < 1 ||
-    unitsPerToken > MAX_INTERVAL_MS ||
-    unitsPerMs < 1 ||
-    capacity * unitsPerToken > MAX_BUCKET_UNITS ||
-    units > capacity * unitsPerToken ||
-    updatedAt > MAX_UPDATED_AT
-  ) {
-    return undefined;
+  const buckets: StoredBucket[] = [];
+  const seen = new Set<string>();
+  for (const entry of text.split(', ')) {
+    if (!PARSED.test(entry)) return undefined;
+    const fields = ENTRY.exec(entry);
+    const name = entry.slice(0, entry.indexOf(' '));
+    if (seen.has(name)) continue;
+    seen.add(name);
+    if (fields === null) continue;
+    const bucket = {
+      name,
+      units: Number(fields[2]),
+      updatedAt: Number(fields[3]),
+      capacity: Number(fields[4]),
+      unitsPerMs: Number(fields[5]),
+      unitsPerToken: Number(fields[6]),
+    };
+    if (
+      bucket.capacity >= 1 &&
+      bucket.unitsPerToken >= 1 &&
+      bucket.unitsPerToken <= MAX_INTERVAL_MS &&
+      bucket.unitsPerMs >= 1 &&
+      bucket.capacity * bucket.unitsPerToken <= MAX_BUCKET_UNITS &&
+      bucket.units <= bucket.capacity * bucket.unitsPerToken &&
+      bucket.updatedAt <= MAX_UPDATED_AT
+    ) {
+      buckets.push(bucket);
+    }
   }
-  return { units, updatedAt, capacity, unitsPerMs, unitsPerToken };
+  return buckets;
 }

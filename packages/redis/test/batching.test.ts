@@ -4,7 +4,7 @@ import { type Limit, perMinute, perSecond } from '@ratecard/core';
 import calculateSlot from 'cluster-key-slot';
 import { type Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bucketKey, redisStore } from '../src/index.js';
+import { endpointKey, redisStore } from '../src/index.js';
 import { CLIENTS } from './support/clients.js';
 import { consumeRpm, U } from './support/limits.js';
 import { CLUSTER_NODES, connectCluster, connectStandalone, nextTick, REDIS_URL, uniqueOrg } from './support/redis.js';
@@ -210,7 +210,7 @@ function orgsInOneSlot(count: number): string[] {
   const base = uniqueOrg('same-slot');
   for (let i = 0; ; i++) {
     const org = `${base}-${i}`;
-    const slot = calculateSlot(bucketKey(org, 'e', '1m'));
+    const slot = calculateSlot(endpointKey(org, 'e'));
     const orgs = bySlot.get(slot) ?? [];
     orgs.push(org);
     bySlot.set(slot, orgs);
@@ -234,7 +234,7 @@ describe.skipIf(CLUSTER_NODES === null)('auto-batching on a cluster', () => {
     const calls = orgs.flatMap((org) => [org, org, org]);
     const outcomes = await Promise.all(calls.map((org) => consumeRpm(store, org, 'e', 10, 1)));
     expect(outcomes.filter((outcome) => outcome < 0)).toEqual([]);
-    const masters = new Set(orgs.map((org) => client.slots[calculateSlot(bucketKey(org, 'e', '1m'))]?.[0]));
+    const masters = new Set(orgs.map((org) => client.slots[calculateSlot(endpointKey(org, 'e'))]?.[0]));
     expect(store.stats().sent - before.sent).toBe(120);
     expect(store.stats().batches - before.batches).toBe(masters.size);
     expect(store.stats().rerouted).toBe(before.rerouted);
@@ -243,7 +243,7 @@ describe.skipIf(CLUSTER_NODES === null)('auto-batching on a cluster', () => {
   it('keeps one script call out per master: calls for a held master wait and go together, the others go on', async () => {
     const store = redisStore({ client });
     await Promise.all(Array.from({ length: 30 }, (_, i) => consumeRpm(store, `${uniqueOrg('warm')}-${i}`, 'e', 10, 1)));
-    const masterOf = (org: string) => client.slots[calculateSlot(bucketKey(org, 'e', '1m'))]?.[0] as string;
+    const masterOf = (org: string) => client.slots[calculateSlot(endpointKey(org, 'e'))]?.[0] as string;
     const orgs = Array.from({ length: 200 }, (_, i) => `${uniqueOrg('held-master')}-${i}`);
     const held = masterOf(orgs[0] as string);
     const onHeld = orgs.filter((org) => masterOf(org) === held).slice(0, 5);

@@ -106,18 +106,23 @@ describe.skipIf(REDIS_URL === null)('the deny cache', () => {
     expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(0);
   });
 
-  it('neither answers nor remembers a call of several limits', async () => {
+  it('neither answers nor remembers a call of several limits, and forgets the denial of its endpoint', async () => {
     freshStore();
     const org = await drainedBucket();
     const sent = store.stats().sent;
+    expect(store.stats().denyCacheSize).toBe(1);
     // The drained '1m' bucket beside a full '1s' one of 10 units a token: Redis answers, and refuses both.
     const two = [...minute(10), perSecond(100)];
     expect(await store.consume(org, 'e', two, 1)).toEqual([-1, -1 - 1_000]);
+    // A refused call of several limits may have converted the '1m' bucket to another shape (a plan change), which the
+    // next one-limit call must convert back: the denial of its endpoint goes, and that call goes to Redis.
+    expect(store.stats()).toMatchObject({ sent: sent + 1, denyCacheHits: 0, denyCacheSize: 0 });
     expect(await store.consume(org, 'e', two, 1)).toEqual([-1, -1 - 1_000]);
-    expect(store.stats()).toMatchObject({ sent: sent + 2, denyCacheHits: 0, denyCacheSize: 1 });
-    // The one-limit call is still answered from what its own denial left.
     expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(-1);
-    expect(store.stats()).toMatchObject({ sent: sent + 2, denyCacheHits: 1 });
+    expect(store.stats()).toMatchObject({ sent: sent + 3, denyCacheHits: 0, denyCacheSize: 1 });
+    // Then it answers again.
+    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(-1);
+    expect(store.stats()).toMatchObject({ sent: sent + 3, denyCacheHits: 1 });
   });
 
   it('counts each call it saved', async () => {

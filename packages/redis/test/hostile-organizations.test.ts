@@ -1,7 +1,7 @@
 import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bucketKey, type RedisStore, redisStore } from '../src/index.js';
+import { endpointKey, type RedisStore, redisStore } from '../src/index.js';
 import { consumeRpm, minute, peekRpm, U } from './support/limits.js';
 import { CLUSTER_NODES, connectCluster, connectStandalone, REDIS_URL, uniqueOrg } from './support/redis.js';
 
@@ -53,7 +53,7 @@ describe.skipIf(REDIS_URL === null)('hostile organization ids on a standalone se
   it('become keys that hold nothing but the prefix, the encoded names and the separators', async () => {
     const org = `${uniqueOrg('raw')}{x}:%7B`;
     await redisStore({ client }).consume(org, 'e:{y}', minute(10), 1);
-    expect(await client.exists(`ratecard:{${org.replace('{x}:%7B', '%7Bx%7D%3A%257B')}}:e%3A%7By%7D:1m`)).toBe(1);
+    expect(await client.exists(`ratecard:{${org.replace('{x}:%7B', '%7Bx%7D%3A%257B')}}:e%3A%7By%7D`)).toBe(1);
   });
 });
 
@@ -70,7 +70,7 @@ describe.skipIf(CLUSTER_NODES === null)('hostile organization ids on a cluster',
 
   it('land in the slot of their own hash tag', async () => {
     for (const org of hostileOrgs()) {
-      const key = bucketKey(org, 'POST /browsers', '1m');
+      const key = endpointKey(org, 'POST /browsers');
       expect(await client.cluster('KEYSLOT', key)).toBe(
         calculateSlot(key.slice(key.indexOf('{') + 1, key.indexOf('}'))),
       );
@@ -81,7 +81,7 @@ describe.skipIf(CLUSTER_NODES === null)('hostile organization ids on a cluster',
     const org = `${uniqueOrg('slot')}a}b`;
     const slots = await Promise.all(
       ['POST /browsers', 'POST /browser-pools', 'PUT /browser-pools/:id', '{other}'].map((endpoint) =>
-        client.cluster('KEYSLOT', bucketKey(org, endpoint, '1m')),
+        client.cluster('KEYSLOT', endpointKey(org, endpoint)),
       ),
     );
     expect(new Set(slots).size).toBe(1);

@@ -2,7 +2,7 @@ import calculateSlot from 'cluster-key-slot';
 import fc from 'fast-check';
 import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bucketKey } from '../src/index.js';
+import { endpointKey } from '../src/index.js';
 import { decodeName, encodeName } from '../src/keys.js';
 import { CLUSTER_NODES, connectCluster } from './support/redis.js';
 
@@ -18,13 +18,6 @@ const names = fc.oneof(
 /** Organizations: any non-empty name (the limiter and the store refuse an empty one). */
 const organizations = names.filter((name) => name.length > 0);
 
-/** Limit names as core allows them (A-Z a-z 0-9 . _ -), and any name besides: the key encodes it like the others. */
-const limitNames = fc.oneof(
-  fc.constantFrom('1s', '1m', '1h', '1d', '250ms'),
-  fc.stringMatching(/^[A-Za-z0-9._-]{1,8}$/),
-  names,
-);
-
 /** Redis' hash tag rule: the text between the first `{` and the first `}` after it. */
 function hashTag(key: string): string | undefined {
   const open = key.indexOf('{');
@@ -37,11 +30,11 @@ describe('key encoding', () => {
     fc.assert(fc.property(names, (name) => decodeName(encodeName(name)) === name));
   });
 
-  it('gives distinct keys to distinct (organization, endpoint, limit name) triples', () => {
+  it('gives distinct keys to distinct (organization, endpoint) pairs', () => {
     fc.assert(
-      fc.property(organizations, names, limitNames, organizations, names, limitNames, (o1, e1, n1, o2, e2, n2) => {
-        fc.pre(o1 !== o2 || e1 !== e2 || n1 !== n2);
-        return bucketKey(o1, e1, n1) !== bucketKey(o2, e2, n2);
+      fc.property(organizations, names, organizations, names, (o1, e1, o2, e2) => {
+        fc.pre(o1 !== o2 || e1 !== e2);
+        return endpointKey(o1, e1) !== endpointKey(o2, e2);
       }),
     );
   });
@@ -49,7 +42,7 @@ describe('key encoding', () => {
   it('makes the encoded organization, and nothing else, the hash tag', () => {
     fc.assert(
       fc.property(organizations, names, (organization, endpoint) => {
-        expect(hashTag(bucketKey(organization, endpoint, '1m'))).toBe(encodeName(organization));
+        expect(hashTag(endpointKey(organization, endpoint))).toBe(encodeName(organization));
       }),
     );
   });
@@ -57,7 +50,7 @@ describe('key encoding', () => {
   it('leaves no lone surrogate in a key, since UTF-8 cannot carry one', () => {
     fc.assert(
       fc.property(organizations, names, (org, endpoint) => {
-        const key = bucketKey(org, endpoint, '1m');
+        const key = endpointKey(org, endpoint);
         // A UTF-8 round trip changes exactly the strings that hold a lone surrogate.
         return Buffer.from(key, 'utf8').toString('utf8') === key;
       }),
@@ -65,28 +58,23 @@ describe('key encoding', () => {
   });
 
   it('keeps plain names, spaces and unicode as they are', () => {
-    expect(bucketKey('org-1', 'POST /browsers', '1m')).toBe('ratecard:{org-1}:POST /browsers:1m');
-    expect(bucketKey('Zoë 🚀', 'e', 'burst.1s')).toBe('ratecard:{Zoë 🚀}:e:burst.1s');
-    expect(bucketKey('a}b', 'PUT /browser-pools/:id', '1h')).toBe('ratecard:{a%7Db}:PUT /browser-pools/%3Aid:1h');
-    expect(bucketKey('org', 'e', 'a:b', 'app:')).toBe('app:{org}:e:a%3Ab');
+    expect(endpointKey('org-1', 'POST /browsers')).toBe('ratecard:{org-1}:POST /browsers');
+    expect(endpointKey('Zoë 🚀', 'e')).toBe('ratecard:{Zoë 🚀}:e');
+    expect(endpointKey('a}b', 'PUT /browser-pools/:id')).toBe('ratecard:{a%7Db}:PUT /browser-pools/%3Aid');
+    expect(endpointKey('org', 'a:b', 'app:')).toBe('app:{org}:a%3Ab');
   });
 
-  it('puts every bucket of an organization, whatever the endpoint and limit, in the slot of its hash tag', () => {
-    expect(calculateSlot(bucketKey('org-1', 'POST /browsers', '1s'))).toBe(calculateSlot('org-1'));
-    expect(calculateSlot(bucketKey('org-1', 'POST /browsers', '1h'))).toBe(calculateSlot('org-1'));
-    expect(calculateSlot(bucketKey('org-1', 'PUT /browser-pools/:id', '1m'))).toBe(calculateSlot('org-1'));
+  it('puts every key of an organization, whatever the endpoint, in the slot of its hash tag', () => {
+    expect(calculateSlot(endpointKey('org-1', 'POST /browsers'))).toBe(calculateSlot('org-1'));
+    expect(calculateSlot(endpointKey('org-1', 'PUT /browser-pools/:id'))).toBe(calculateSlot('org-1'));
   });
 
   it('never makes a key whose first hash tag is empty', () => {
-    expect(() => bucketKey('', 'POST /browsers', '1m')).toThrowError(
-      expect.objectContaining({ code: 'invalid_argument' }),
-    );
-    expect(() => bucketKey('org', 'e', '1m', 'x{}')).toThrowError(
-      expect.objectContaining({ code: 'invalid_argument' }),
-    );
+    expect(() => endpointKey('', 'POST /browsers')).toThrowError(expect.objectContaining({ code: 'invalid_argument' }));
+    expect(() => endpointKey('org', 'e', 'x{}')).toThrowError(expect.objectContaining({ code: 'invalid_argument' }));
     fc.assert(
       fc.property(organizations, names, (org, endpoint) => {
-        const key = bucketKey(org, endpoint, '1m');
+        const key = endpointKey(org, endpoint);
         const open = key.indexOf('{');
         return open === 'ratecard:'.length && key.indexOf('}', open) > open + 1;
       }),
@@ -103,7 +91,7 @@ describe.skipIf(CLUSTER_NODES === null)('key slots on a cluster', () => {
 
   it('are the slots Redis computes (CLUSTER KEYSLOT), for any names', async () => {
     const samples = fc.sample(fc.tuple(organizations, names), { numRuns: 300, seed: 42 });
-    const keys = samples.map(([org, endpoint]) => bucketKey(org, endpoint, '1m'));
+    const keys = samples.map(([org, endpoint]) => endpointKey(org, endpoint));
     const slots = await Promise.all(keys.map((key) => client.cluster('KEYSLOT', key)));
     expect(slots).toEqual(keys.map((key) => calculateSlot(key)));
   });

@@ -1,7 +1,7 @@
 import { createLimiter, type Decision, type Limiter, type LimitRequest } from '@ratecard/core';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bucketKey, type RedisStore, redisStore } from '../src/index.js';
+import { endpointKey, type RedisStore, redisStore } from '../src/index.js';
 import { canStartRedis, type RedisServer, startRedis } from '../src/testing.js';
 import { sleep } from './faults/fleet.js';
 import { FAULT_CLIENTS } from './faults/scenario.js';
@@ -61,7 +61,7 @@ for (const clientName of FAULT_CLIENTS) {
       await sleep(settleMs);
       return {
         sources: decisions.map((decision) => decision.source),
-        charged: (await admin.exists(bucketKey(organization, 'POST /browsers', '1m'))) === 1,
+        charged: (await admin.exists(endpointKey(organization, 'POST /browsers'))) === 1,
         expired: store.stats().expired - expiredBefore,
       };
     }

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bucketKey, decodeBucketValue, redisStore } from '../src/index.js';
+import { decodeEndpointValue, endpointKey, redisStore } from '../src/index.js';
 import { consumeRpm, peekRpm, rpmValue, U } from './support/limits.js';
 import { connectStandalone, REDIS_URL, uniqueOrg } from './support/redis.js';
 
@@ -21,8 +21,8 @@ describe.skipIf(REDIS_URL === null)('the default clock, Redis TIME', () => {
     const before = await redisTimeMs(client);
     await consumeRpm(redisStore({ client }), org, 'e', 10, 1);
     const after = await redisTimeMs(client);
-    const value = (await client.getBuffer(bucketKey(org, 'e', '1m'))) as Buffer;
-    const updatedAt = decodeBucketValue(value)?.updatedAt;
+    const value = (await client.getBuffer(endpointKey(org, 'e'))) as Buffer;
+    const updatedAt = decodeEndpointValue(value)?.[0]?.updatedAt;
     expect(updatedAt).toBeGreaterThanOrEqual(before);
     expect(updatedAt).toBeLessThanOrEqual(after);
   });
@@ -55,7 +55,7 @@ describe.skipIf(REDIS_URL === null)('the default clock, Redis TIME', () => {
   it('neither refills nor admits when the server clock is behind the stored time, and counts on from it', async () => {
     const store = redisStore({ client });
     const org = uniqueOrg('time-back');
-    const key = bucketKey(org, 'e', '1m');
+    const key = endpointKey(org, 'e');
     const ahead = (await redisTimeMs(client)) + 3_600_000;
     await client.set(key, rpmValue(0, ahead, 10), 'PX', 4_000_000);
     expect(await peekRpm(store, org, 'e', 10, 1)).toBe(-1);

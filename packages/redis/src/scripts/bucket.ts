@@ -1,18 +1,22 @@
 import { MAX_BUCKET_UNITS, MAX_INTERVAL_MS } from '@ratecard/core';
-import { MAX_UPDATED_AT } from '../value.js';
+import { MAX_KEPT_ENTRIES, MAX_UPDATED_AT } from '../value.js';
 
 /**
- * The Lua half of core's bucket arithmetic (packages/core/src/bucket.ts) and the bucket value, shared by the consume
+ * The Lua half of core's bucket arithmetic (packages/core/src/bucket.ts) and the endpoint value, shared by the consume
  * and peek scripts. refilled and unitsAt mirror core's unitsAt line for line, a shape passed as its three numbers:
  * capacity, unitsPerToken (U) and unitsPerMs (R). Lua numbers are doubles and every value here stays an integer below
- * 2^53 (core's limit bounds and MAX_UPDATED_AT see to that), so the results are the numbers core computes. The consume
- * script runs decode, refilled and core's msUntilFull inline in its loop over keys, where each call costs a few hundred
- * instructions a key (docs/redis.md, "What a decision costs").
+ * 2^53 (core's limit bounds and MAX_UPDATED_AT see to that), so the results are the numbers core computes.
+ *
+ * One key holds every bucket of an (organization, endpoint): its value is the buckets' entries joined by ', ', each
+ * '<name> <units> <updatedAt> <capacity>/<unitsPerMs>/<unitsPerToken>' (docs/redis.md, "What Redis holds"). A call of
+ * any number of limits therefore reads one key and writes one, and the reads and writes are most of what a decision
+ * costs Redis.
  */
 export const BUCKET_LUA: string = `
 local MAX_BUCKET_UNITS = ${MAX_BUCKET_UNITS}
 local MAX_INTERVAL_MS = ${MAX_INTERVAL_MS}
 local MAX_UPDATED_AT = ${MAX_UPDATED_AT}
+local MAX_KEPT = ${MAX_KEPT_ENTRIES}
 local floor, ceil = math.floor, math.ceil
 local sformat = string.format
 local smatch, ssub = string.match, string.sub
@@ -51,14 +55,7 @@ local function shapeText(c, r, u)
   return sformat('%d/%d/%d', c, r, u)
 end
 
--- The bucket value: '<units> <updatedAt> <shape>', what redis-cli GET shows; the two numbers written with '%d' too.
--- VALUE matches one, capturing the two numbers and the shape's text; the shape is read only when its text is not the
--- request's (see decode). Each run of digits may carry leading zeros, read as the number they pad; one past 2^53
--- converts to a double at least 2^53, past every range, and a product of two such bounds past 2^52 never rounds down
--- to it, so nothing out of range passes. value.ts's decodeBucketValue accepts exactly the values decode does.
-local VALUE = '^(%d+) (%d+) (.+)$'
-
--- storedShape: the capacity, U and R of a shape text other than the request's, given the units the value holds; nil
+-- storedShape: the capacity, U and R of a shape text other than the request's, given the units the entry holds; nil
 -- unless it is three runs of digits joined by '/', each in the bounds core puts on a limit, and holds those units.
 local function storedShape(s, units)
   local a, b, c = smatch(s, '^(%d+)/(%d+)/(%d+)$')
@@ -70,25 +67,61 @@ local function storedShape(s, units)
   return capacity, u, r
 end
 
--- decode: a value read under a request whose shape text is shape and whose full bucket holds full units. Returns the
--- units and updatedAt, then the stored shape's capacity, U and R only when its text is not the request's (another
--- shape, or the request's written with leading zeros: either way it is parsed and checked); nil for a value that
--- ratecard would not write, which reads as a full bucket. The consume script runs the same steps inline.
-local function decode(raw, shape, full)
-  local a, b, s = smatch(raw, VALUE)
-  if not a then return nil end
-  local units, updatedAt = a + 0, b + 0
-  if updatedAt > MAX_UPDATED_AT then return nil end
-  if s == shape then                              -- the request's own shape, in the bounds: units up to its full
-    if units > full then return nil end
-    return units, updatedAt
+-- The entries of a value, read into the run's arrays (name, units text, updatedAt text, shape text); returns how many,
+-- or 0 for a value ratecard would not write, which reads as no bucket at all (every bucket full). Each run of digits
+-- may carry leading zeros, read as the number they pad; one past 2^53 converts to a double at least 2^53, past every
+-- range. A name is read as any run of characters but a space, a shape as any but a comma, and both checked where
+-- they are used (a name compared with the call's, a shape with the request's or by storedShape): value.ts's
+-- decodeEndpointValue reads exactly the values this does.
+local ENTRY = '^([^ ]+) (%d+) (%d+) ([^,]+)()'
+local en, eu, et, es = {}, {}, {}, {}
+local function entries(raw)
+  local m, pos, len = 0, 1, #raw
+  while true do
+    local name, a, b, s, e = smatch(raw, ENTRY, pos)
+    if not name then return 0 end
+    m = m + 1
+    en[m], eu[m], et[m], es[m] = name, a, b, s
+    if e > len then return m end
+    if ssub(raw, e, e + 1) ~= ', ' then return 0 end
+    pos = e + 2
   end
-  local sc, sU, sR = storedShape(s, units)
-  if not sc then return nil end
-  return units, updatedAt, sc, sU, sR
 end
 
--- Redis TIME (seconds, microseconds) in whole ms. Arithmetic converts each string once, as in decode.
+-- Entry x as the value held it.
+local function entryText(x)
+  return en[x] .. ' ' .. eu[x] .. ' ' .. et[x] .. ' ' .. es[x]
+end
+
+-- What entry x holds at now for a limit of capacity c, R r, U u, whose full bucket is full units and whose shape's
+-- text is shape: the units, the time they count from (max(now, updatedAt): an interval never refills twice), and
+-- whether the entry was written under another shape. An entry ratecard would not write is a full bucket.
+local function heldAt(x, now, c, r, u, full, shape)
+  local su, st = eu[x] + 0, et[x] + 0
+  if st > MAX_UPDATED_AT then return full, now, false end
+  if es[x] == shape then                          -- the request's shape, one pointer compared (Lua interns strings)
+    if su > full then return full, now, false end
+    if st > now then return su, st, false end     -- a clock gone backwards refills nothing
+    return refilled(su, st, now, r, full), now, false
+  end
+  local sc, sU, sR = storedShape(es[x], su)       -- another shape (or the request's padded with zeros)
+  if not sc then return full, now, false end
+  local at = now
+  if st > now then at = st end
+  return unitsAt(su, st, sc, sU, sR, now, c, u), at, true
+end
+
+-- When entry x, which no limit of the call names, is full again by its own shape (nil for one ratecard would not
+-- write): an entry is kept in the value until then, so that a limit a later call names again finds its bucket.
+local function otherFullAt(x)
+  local su, st = eu[x] + 0, et[x] + 0
+  if st > MAX_UPDATED_AT then return nil end
+  local sc, sU, sR = storedShape(es[x], su)
+  if not sc then return nil end
+  return st + ceil((sc * sU - su) / sR)
+end
+
+-- Redis TIME (seconds, microseconds) in whole ms. Arithmetic converts each string once, as in heldAt.
 local function redisTime()
   local t = redis.call('TIME')
   return t[1] * 1000 + floor(t[2] / 1000)

@@ -1,28 +1,34 @@
+import type { Limit } from '@ratecard/core';
 import { BUCKET_LUA } from './bucket.js';
 import { type LuaScript, luaScript } from './lua-script.js';
 
 /**
- * Charges a batch of calls in order, each all or nothing, in one atomic run: a call of k limits names k buckets and a
- * cost, and is admitted only if every one of its buckets holds cost tokens, then charged on every one; if any refuses,
- * none is charged (a bucket last written under another shape than the call's is written converted to it, as core's
- * stores do, charged nothing). A bucket that appears in several calls of the batch is charged in turn, each call seeing the one
- * before.
+ * Charges a batch of calls in order, each all or nothing, in one atomic run: a call names one key (its organization's
+ * and endpoint's, holding the buckets of every limit named there), k limits and a cost, and is admitted only if each
+ * of its limits' buckets holds cost tokens, then charged on every one; if any refuses, none is charged (a bucket last
+ * written under another shape than the call's is written converted to it, as core's stores do, charged nothing). A key
+ * that appears in several calls of the batch is charged in turn, each call seeing the one before.
  *
- * KEYS: the buckets of every call, call after call. ARGV[1]: now in ms, or '' for Redis TIME. ARGV[2]: the shapes and
- * costs, little-endian doubles: per call k, cost, then capacity, unitsPerMs, unitsPerToken of each of its k buckets;
- * when every call of the batch has the same limits and cost, that list once for all. ARGV[3]: '1' when a key may
- * appear more than once in the batch, else ''. ARGV[4]: the last ms by Redis TIME at which anyone still waits for the
- * batch, or '' when the store cannot tell yet: a run that starts later (the batch waited in a paused or hung server,
- * or a client sent it again after reconnecting) charges nothing.
- * Reply: one string of little-endian doubles: Redis TIME in ms, then the Outcome for each key, then one flag per
- * limited outcome, in the same order: 1 when the bucket refills at the request's own shape since now or before (so a
- * deny cache may extrapolate it exactly), else 0. A run too late for its batch replies with the time alone.
+ * KEYS: one per call. ARGV[1]: now in ms, or '' for Redis TIME. ARGV[2]: the limits and costs: per call k and cost
+ * (little-endian doubles), then for each of its k limits its name (zero-terminated) and capacity, unitsPerMs,
+ * unitsPerToken (doubles); when every call of the batch has the same limits and cost, that list once for all. ARGV[3]:
+ * '1' when a key may appear more than once in the batch, else ''. ARGV[4]: the last ms by Redis TIME at which anyone
+ * still waits for the batch, or '' when the store cannot tell yet: a run that starts later (the batch waited in a
+ * paused or hung server, or a client sent it again after reconnecting) charges nothing.
+ * Reply: one string of little-endian doubles: Redis TIME in ms, then the Outcome of each limit of each call, then one
+ * flag per limited outcome, in the same order: 1 when the bucket refills at the request's own shape since now or
+ * before (so a deny cache may extrapolate it exactly), else 0. A run too late for its batch replies with the time
+ * alone.
  *
- * Cost per key: one MGET read for the whole batch, and one SET ... PXAT (PX on the caller's clock) for each admitted
- * charge, which writes the value and its expiry together. Inside a script every redis.call costs about a microsecond
- * of bookkeeping, so the reads are shared and nothing else is called. The numbers travel packed (one argument, one
- * reply) because each bulk string costs Redis an object to parse and Lua a string to intern, and text numbers a strtod
- * or printf each.
+ * Cost per call: one MGET read for the whole batch, and, when charged, one SET ... PXAT (PX on the caller's clock)
+ * that writes the value and its expiry together, however many limits the call names. Inside a script every
+ * redis.call costs about a microsecond of bookkeeping, so the reads are shared and nothing else is called. The numbers
+ * travel packed (one argument, one reply) because each bulk string costs Redis an object to parse and Lua a string to
+ * intern, and text numbers a strtod or printf each.
+ *
+ * The value written is the call's entries in its limits' order, then the entries of limits it does not name (another
+ * call's on the same endpoint, or a limit since renamed) that are not full again yet, at most MAX_KEPT of them; the
+ * key expires when the last of them is full again.
  */
 function consumeScript(name: string, header: string, keys: string, read: string): LuaScript {
   return luaScript(
@@ -40,116 +46,142 @@ local written                                     -- values this run wrote, when
 if ARGV[3] == '1' then written = {} end
 ${read}                                            -- every key read before any is written
 local reply = {redisNow}
+local o = 1                                       -- outcomes in reply so far, after the time
 local flags = {}
--- The call's limits, j = 1 .. k: capacity, R, the full bucket and the cost in units, the shape's text, and the end of
--- a value written at now under it.
-local caps, rates, fulls, needs, shapes, tails = {}, {}, {}, {}, {}, {}
-local sizes = {}                                  -- U of each limit, for unitsAt's conversion
-local held, ats, moved = {}, {}, {}               -- per bucket of the call, read before any is written
--- Formatted once per run, by the 24 packed bytes of a limit: its shape's text, and ' <now> <shape>', the end of every
--- value written at now under it, so that each such write formats only its units.
-local shapeOf, tailOf = {}, {}
+-- The call's limits, j = 1 .. k: name, capacity, R, U, the full bucket and the cost in units, the shape's text, and
+-- the start ('<name> ') and end (' <now> <shape>') of an entry written at now under it.
+local names, caps, rates, sizes, fulls, needs, shapes, heads, tails = {}, {}, {}, {}, {}, {}, {}, {}, {}
+local held, ats, moved, found = {}, {}, {}, {}    -- per limit of the call, read before any is written
+-- Formatted once per run, by the packed bytes of a limit (its name and numbers).
+local shapeOf, headOf, tailOf = {}, {}, {}
 local nowText = sformat('%d', now)
+local named = {}                                  -- per entry of the value: the last call that named it
 local shared = false                              -- every call has the limits and cost of the first, read once
 local pos, k, cost = 1, 0, 0
-local first = 1                                   -- the call's first key
-while first <= n do
+for i = 1, n do
   if not shared then
     k, cost, pos = sunpack('<dd', packed, pos)
     if k < 1 then return redis.error_reply('ratecard: a call without buckets') end
     for j = 1, k do
-      local bytes = ssub(packed, pos, pos + 23)
-      local c, r, u
-      c, r, u, pos = sunpack('<ddd', packed, pos)
+      local start = pos
+      local nm, c, r, u
+      nm, c, r, u, pos = sunpack('<sddd', packed, pos)
+      local bytes = ssub(packed, start, pos - 1)
       local shape = shapeOf[bytes]
       if not shape then
         shape = shapeText(c, r, u)
         shapeOf[bytes] = shape
+        headOf[bytes] = nm .. ' '
         tailOf[bytes] = ' ' .. nowText .. ' ' .. shape
       end
-      caps[j], rates[j], sizes[j], fulls[j], needs[j] = c, r, u, c * u, cost * u
-      shapes[j], tails[j] = shape, tailOf[bytes]
+      names[j], caps[j], rates[j], sizes[j], fulls[j], needs[j] = nm, c, r, u, c * u, cost * u
+      shapes[j], heads[j], tails[j] = shape, headOf[bytes], tailOf[bytes]
     end
-    shared = first == 1 and pos > #packed
+    shared = i == 1 and pos > #packed
   end
-  local admit = true
+  local key = keys[i]
+  local raw = values[i]                           -- false (RESP2) or nil (RESP3) for a missing key
+  if written then raw = written[key] or raw end
+  local m = 0
+  if raw then m = entries(raw) end
+  local admit, rewrite, seen = true, false, 0
   for j = 1, k do
-    local i = first + j - 1
-    local raw = values[i]                         -- false (RESP2) or nil (RESP3) for a missing key
-    if written then raw = written[keys[i]] or raw end
+    -- The first entry of the limit's name; none is a full bucket.
+    local nm, x = names[j], 0
+    for y = 1, m do if en[y] == nm then x = y break end end
     local full = fulls[j]
-    -- A missing key, or a value ratecard would not write, is a full bucket under the request's shape.
-    local h, at, m = full, now, false
-    -- decode (scripts/bucket.ts), inline: about 540 instructions a key less than the call.
-    local a, b, s
-    if raw then a, b, s = smatch(raw, VALUE) end
-    if a then
-      local su, st = a + 0, b + 0
-      if st > MAX_UPDATED_AT then                 -- not a value ratecard writes: a full bucket
-      elseif s == shapes[j] then                  -- the request's shape, one pointer compared (Lua interns strings)
-        if su <= full then
-          -- refilled (scripts/bucket.ts), inline: about 500 instructions a key less than the call.
-          local elapsed = now - st
-          if elapsed <= 0 then                    -- a clock gone backwards refills nothing
-            h = su
-            at = st                               -- max(now, updatedAt): an interval never refills twice
+    local h, at, m2 = full, now, false
+    if x > 0 then
+      named[x] = i
+      seen = seen + 1
+      if es[x] == shapes[j] then                  -- the request's shape, one pointer compared (Lua interns strings)
+        -- heldAt's first branch, inline: the path of nearly every call.
+        local su, st = eu[x] + 0, et[x] + 0
+        if st <= MAX_UPDATED_AT and su <= full then
+          if st > now then                        -- a clock gone backwards refills nothing
+            h, at = su, st
           else
-            local refill = elapsed * rates[j]     -- past 2^53 it rounds to at least 2^53: still above what is missing
+            local refill = (now - st) * rates[j]  -- past 2^53 it rounds to at least 2^53: still above what is missing
             if refill >= full - su then h = full else h = su + refill end
           end
         end
-      else                                        -- another shape (or the request's padded with zeros)
-        local sc, sU, sR = storedShape(s, su)
-        if sc then
-          h = unitsAt(su, st, sc, sU, sR, now, caps[j], sizes[j])
-          m = true
-          if st > now then at = st end
-        end
+      else
+        h, at, m2 = heldAt(x, now, caps[j], rates[j], sizes[j], full, shapes[j])
+        if m2 then rewrite = true end
       end
     end
-    held[j], ats[j], moved[j] = h, at, m
+    held[j], ats[j], moved[j], found[j] = h, at, m2, x
     if h < needs[j] then admit = false end        -- take(held, cost) refuses
   end
   for j = 1, k do
-    local i = first + j - 1
-    local units = held[j]
+    o = o + 1
     if admit then                                 -- charged on every bucket
-      units = units - needs[j]
-      reply[i + 1] = units
+      held[j] = held[j] - needs[j]
+      reply[o] = held[j]
     else                                          -- refused: nothing charged anywhere
-      reply[i + 1] = -1 - units
+      reply[o] = -1 - held[j]
       -- Steady: refilling at the request's own shape since now or before, so a deny cache may extrapolate it.
       if ats[j] == now then flags[#flags + 1] = 1 else flags[#flags + 1] = 0 end
     end
-    -- Written when charged; refused, a bucket last written under another shape takes the request's (what it holds
-    -- converted, nothing charged), so that it refills at the rate its Retry-After was computed with.
-    if admit or moved[j] then
-      local at = ats[j]
-      local value
-      if at == now then
-        value = sformat('%d', units) .. tails[j]
-      else
-        value = sformat('%d %d ', units, at) .. shapes[j]
-      end
-      -- Full again at: core's msUntilFull, ceilDiv of two integers below 2^53, whose quotient is rounded once and
-      -- never across an integer, so its ceiling is exact.
-      local fullAt = at + ceil((fulls[j] - units) / rates[j])
-      -- The key expires once the bucket is full again (a missing key is a full bucket, so nothing is lost). On
-      -- Redis' clock that is an instant Redis knows: PXAT, exact however long the script has run. The caller's clock
-      -- may stand apart from Redis', so then the TTL is counted from now: PX, + 1 because Redis counts it from the
-      -- start of the command, which may fall in the ms before now. Formatted here as an integer, cheaper than the
-      -- %.17g Redis 7.0 prints a number argument with.
-      if redisClock then
-        redis.call('SET', keys[i], value, 'PXAT', sformat('%d', fullAt))
-      else
-        redis.call('SET', keys[i], value, 'PX', sformat('%d', fullAt - now + 1))
-      end
-      if written then written[keys[i]] = value end
-    end
   end
-  first = first + k
+  -- Written when charged; refused, a bucket last written under another shape takes the request's (what it holds
+  -- converted, nothing charged), so that it refills at the rate its Retry-After was computed with.
+  if admit or rewrite then
+    local value, fullAt
+    for j = 1, k do
+      local entry, f
+      if admit or moved[j] then
+        local units, at = held[j], ats[j]
+        if at == now then entry = heads[j] .. sformat('%d', units) .. tails[j]
+        else entry = heads[j] .. sformat('%d %d ', units, at) .. shapes[j] end
+        -- Full again at: core's msUntilFull, ceilDiv of two integers below 2^53, whose quotient is rounded once and
+        -- never across an integer, so its ceiling is exact.
+        f = at + ceil((fulls[j] - units) / rates[j])
+      elseif found[j] > 0 then
+        -- Refused, the call's other buckets stay as they were (written refilled to now, a clock that then stepped
+        -- back would find more units than core's stores keep); one ratecard would not write goes, a full one anyway.
+        f = otherFullAt(found[j])
+        if f then entry = entryText(found[j]) end
+      end
+      -- Refused, a bucket the key did not hold stays out: a missing bucket is a full one under any later shape.
+      if entry then
+        if value then
+          value = value .. ', ' .. entry
+          if f > fullAt then fullAt = f end
+        else
+          value, fullAt = entry, f
+        end
+      end
+    end
+    if seen < m then                              -- entries of limits this call does not name
+      local kept = 0
+      for y = 1, m do
+        if named[y] ~= i and kept < MAX_KEPT then
+          local other = true                      -- a second entry of a name the call has is dropped
+          for j = 1, k do if en[y] == names[j] then other = false break end end
+          local f = other and otherFullAt(y)
+          if f and f > now then
+            value = value .. ', ' .. entryText(y)
+            kept = kept + 1
+            if f > fullAt then fullAt = f end
+          end
+        end
+      end
+    end
+    -- The key expires once every bucket in it is full again (a missing key is full buckets, so nothing is lost). On
+    -- Redis' clock that is an instant Redis knows: PXAT, exact however long the script has run. The caller's clock
+    -- may stand apart from Redis', so then the TTL is counted from now: PX, + 1 because Redis counts it from the start
+    -- of the command, which may fall in the ms before now. Formatted here as an integer, cheaper than the %.17g Redis
+    -- 7.0 prints a number argument with.
+    if redisClock then
+      redis.call('SET', key, value, 'PXAT', sformat('%d', fullAt))
+    else
+      redis.call('SET', key, value, 'PX', sformat('%d', fullAt - now + 1))
+    end
+    if written then written[key] = value end
+  end
 end
-for j = 1, #flags do reply[n + 1 + j] = flags[j] end
+for j = 1, #flags do reply[o + j] = flags[j] end
 return packDoubles(reply)
 `,
   );
@@ -176,3 +208,28 @@ export const CONSUME_ON_MASTER: LuaScript = consumeScript(
   'local keys = {} for i = 5, #ARGV do keys[i - 4] = ARGV[i] end',
   "local values = {} for i = 1, #keys do values[i] = redis.call('GET', keys[i]) end",
 );
+
+/** The bytes packCall writes for one call of these limits. */
+export function packedSize(limits: readonly Limit[]): number {
+  let size = 16;
+  for (const limit of limits) size += limit.name.length + 1 + 24;
+  return size;
+}
+
+/**
+ * Writes one call's limits and cost at `offset` as the scripts read them: k and cost, then each limit's name
+ * (zero-terminated; a name is ASCII, see core's limits.ts) and capacity, unitsPerMs, unitsPerToken, the numbers
+ * little-endian doubles (exact for integers below 2^53). Returns the offset after them.
+ */
+export function packCall(buffer: Buffer, offset: number, limits: readonly Limit[], cost: number): number {
+  let at = buffer.writeDoubleLE(limits.length, offset);
+  at = buffer.writeDoubleLE(cost, at);
+  for (const limit of limits) {
+    at += buffer.write(limit.name, at, 'latin1');
+    at = buffer.writeUInt8(0, at);
+    at = buffer.writeDoubleLE(limit.capacity, at);
+    at = buffer.writeDoubleLE(limit.unitsPerMs, at);
+    at = buffer.writeDoubleLE(limit.unitsPerToken, at);
+  }
+  return at;
+}

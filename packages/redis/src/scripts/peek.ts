@@ -3,31 +3,30 @@ import { type LuaScript, luaScript } from './lua-script.js';
 
 /**
  * The outcomes consume would give now for one call, charging and writing nothing: all admitted, or all refused.
- * KEYS: the call's buckets. ARGV[1]: now in ms, or '' for Redis TIME. ARGV[2]: as one call of the consume script's
- * ARGV[2], little-endian doubles: k, cost, then capacity, unitsPerMs, unitsPerToken per bucket.
- * Reply: one Outcome per key.
+ * KEYS: the call's key. ARGV[1]: now in ms, or '' for Redis TIME. ARGV[2]: as one call of the consume script's
+ * ARGV[2]: k and cost, then each limit's name (zero-terminated) and capacity, unitsPerMs, unitsPerToken.
+ * Reply: one Outcome per limit.
  */
 export const PEEK: LuaScript = luaScript(
   'peek',
   `${BUCKET_LUA}
 local k, cost, pos = sunpack('<dd', ARGV[2])
-local values = redis.call('MGET', unpack(KEYS))
+local raw = redis.call('GET', KEYS[1])
+local m = 0
+if raw then m = entries(raw) end
 local now
 local held, need = {}, {}
 local admit = true
 for j = 1, k do
-  local c, r, u
-  c, r, u, pos = sunpack('<ddd', ARGV[2], pos)
+  local nm, c, r, u
+  nm, c, r, u, pos = sunpack('<sddd', ARGV[2], pos)
   local full = c * u
   local h = full                                  -- a missing bucket is a full one
-  local raw = values[j]
-  if raw then
-    now = now or tonumber(ARGV[1]) or redisTime()  -- the caller's time (clock 'client'), or Redis TIME
-    local su, st, sc, sU, sR = decode(raw, shapeText(c, r, u), full)
-    if sc then                                    -- written under another shape: refilled at it, then converted
-      h = unitsAt(su, st, sc, sU, sR, now, c, u)
-    elseif su then
-      h = refilled(su, st, now, r, full)
+  for x = 1, m do
+    if en[x] == nm then
+      now = now or tonumber(ARGV[1]) or redisTime()  -- the caller's time (clock 'client'), or Redis TIME
+      h = heldAt(x, now, c, r, u, full, shapeText(c, r, u))
+      break
     end
   end
   held[j], need[j] = h, cost * u

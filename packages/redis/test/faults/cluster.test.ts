@@ -1,7 +1,7 @@
 import type { StoreErrorPolicy } from '@ratecard/core';
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bucketKey } from '../../src/index.js';
+import { endpointKey } from '../../src/index.js';
 import {
   canStartRedis,
   type RedisAddress,
@@ -126,7 +126,7 @@ for (const clientName of FAULT_CLIENTS) {
                   '0',
                   '5000',
                   'KEYS',
-                  bucketKey(organization, ENDPOINT, '1m'),
+                  endpointKey(organization, ENDPOINT),
                 ]);
                 // A bucket under heavy traffic with a huge limit is full again within milliseconds, and a full bucket
                 // has no key; only the drained one must be there to move.

@@ -2,7 +2,7 @@ import type { StoreErrorPolicy } from '@ratecard/core';
 import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import { expect } from 'vitest';
-import { bucketKey, redisStore } from '../../src/index.js';
+import { endpointKey, redisStore } from '../../src/index.js';
 import { consumeRpm, peekRpm } from '../support/limits.js';
 import { uniqueOrg } from '../support/redis.js';
 import { type DuringFault, expectFaultHandled, Fleet, type RunSummary, sleep } from './fleet.js';
@@ -133,11 +133,11 @@ export function organizationsInSlot(label: string, slot: number, count: number):
   const base = uniqueOrg(label);
   for (let i = 0; found.length < count; i++) {
     const organization = `${base}-${i}`;
-    if (calculateSlot(bucketKey(organization, ENDPOINT, '1m')) === slot) found.push(organization);
+    if (calculateSlot(endpointKey(organization, ENDPOINT)) === slot) found.push(organization);
   }
   return found;
 }
 
 export function slotOf(organization: string): number {
-  return calculateSlot(bucketKey(organization, ENDPOINT, '1m'));
+  return calculateSlot(endpointKey(organization, ENDPOINT));
 }

@@ -68,5 +68,5 @@ export function resetRpm(store: RedisStore, organization: string, endpoint: stri
 export function rpmValue(units: number, updatedAt: number, rpm: number): string {
   const limit = minute(rpm)[0] as Limit;
   const scale = U / limit.unitsPerToken;
-  return `${units / scale} ${updatedAt} ${limit.capacity}/${limit.unitsPerMs}/${limit.unitsPerToken}`;
+  return `${limit.name} ${units / scale} ${updatedAt} ${limit.capacity}/${limit.unitsPerMs}/${limit.unitsPerToken}`;
 }

@@ -7,7 +7,7 @@
  * Starts `valgrind --tool=callgrind redis-server` on a free port, writes 2 000 half-full buckets, runs 32 script calls
  * to warm up, zeroes the counters, runs 150 script calls of 128 keys each (clock 'client', 2 ms apart, limit 250,
  * cost 1: every call admitted, each written with SET … PX), dumps the counters and prints instructions per decision.
- * `--limits 2`: each decision charges two buckets (250 per minute and 10 000 per hour), one call of two keys.
+ * `--limits 2`: each decision charges two buckets (250 per minute and 10 000 per hour), both in its one key.
  * 'consume' is the store's script; the others are skeletons that show what its parts cost: an empty script (the
  * EVALSHA and its 128 keys), one MGET of the keys, then a SET … PX per key.
  *
@@ -26,7 +26,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type Limit, perHour, perMinute } from '@ratecard/core';
 import { Redis } from 'ioredis';
-import { CONSUME } from '../../src/scripts/consume.js';
+import { CONSUME, packCall, packedSize } from '../../src/scripts/consume.js';
 
 const BUCKETS = 2_000;
 const PER_CALL = 128;
@@ -106,22 +106,16 @@ async function main(): Promise<void> {
     const pid = server.pid as number;
     const orgs = Array.from({ length: BUCKETS }, (_, i) => `cost:{org-${String(i).padStart(6, '0')}}:POST /browsers`);
     const sha = (await client.script('LOAD', skeleton ?? CONSUME.text)) as string;
-    // One call's numbers, shared by the batch: k, cost, then capacity, unitsPerMs, unitsPerToken of each limit.
-    const pair = Buffer.alloc(8 * (2 + 3 * limits.length));
-    pair.writeDoubleLE(limits.length, 0);
-    pair.writeDoubleLE(1, 8);
-    for (const [j, limit] of limits.entries()) {
-      pair.writeDoubleLE(limit.capacity, 16 + 24 * j);
-      pair.writeDoubleLE(limit.unitsPerMs, 24 + 24 * j);
-      pair.writeDoubleLE(limit.unitsPerToken, 32 + 24 * j);
-    }
+    // One call's limits and cost, shared by the batch, as the store packs them.
+    const pair = Buffer.alloc(packedSize(limits));
+    packCall(pair, 0, limits, 1);
     let next = 0;
     // Near Redis' clock, so that on it (--lone) the buckets are half full too.
     let now = Date.now();
     const call = async (): Promise<void> => {
       const batch: string[] = [];
       for (let i = 0; i < perCall; i++) {
-        for (const limit of limits) batch.push(`${orgs[next]}:${limit.name}`);
+        batch.push(orgs[next] as string);
         next = (next + 1) % BUCKETS;
       }
       now += 2;
@@ -130,13 +124,13 @@ async function main(): Promise<void> {
     // Every bucket half full, as in a busy run. A bucket near full expires within a fraction of a second (its TTL is
     // the time until it is full again), sooner than valgrind comes back to it: the script would read missing keys
     // and never decode a value.
-    for (const org of orgs) {
-      for (const limit of limits) {
+    const value = limits
+      .map((limit) => {
         const half = Math.floor(limit.capacity / 2) * limit.unitsPerToken;
-        const value = `${half} ${now} ${limit.capacity}/${limit.unitsPerMs}/${limit.unitsPerToken}`;
-        await client.set(`${org}:${limit.name}`, value, 'PX', 600_000);
-      }
-    }
+        return `${limit.name} ${half} ${now} ${limit.capacity}/${limit.unitsPerMs}/${limit.unitsPerToken}`;
+      })
+      .join(', ');
+    for (const org of orgs) await client.set(org, value, 'PX', 600_000);
     for (let i = 0; i < WARM_CALLS; i++) await call();
     await callgrindControl('-z', pid);
     for (let i = 0; i < measuredCalls; i++) await call();
