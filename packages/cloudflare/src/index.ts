@@ -1,0 +1,8 @@
+export { type BucketLimit, RatecardBuckets } from './object.js';
+export {
+  type BucketsNamespace,
+  type BucketsStub,
+  type DurableObjectStoreOptions,
+  durableObjectStore,
+  wireName,
+} from './store.js';

@@ -1,0 +1,168 @@
+import { describeValue, type Limit, type Outcome, RateLimitError, type Store } from '@ratecard/core';
+import type { BucketLimit } from './object.js';
+
+/** The calls the store makes on an organization's object: `RatecardBuckets`' methods, as a stub offers them. */
+export interface BucketsStub {
+  consume(
+    endpoint: string,
+    limits: readonly BucketLimit[],
+    cost: number,
+    now: number | undefined,
+    deadline: number | undefined,
+  ): Promise<Outcome[] | null>;
+  peek(endpoint: string, limits: readonly BucketLimit[], cost: number, now: number | undefined): Promise<Outcome[]>;
+  reset(endpoint: string, names: readonly string[]): Promise<void>;
+}
+
+/**
+ * The two members of a Durable Object namespace binding the store uses: `env.BUCKETS` when wrangler binds
+ * `RatecardBuckets` as BUCKETS.
+ */
+export interface BucketsNamespace<Id = unknown> {
+  idFromName(name: string): Id;
+  get(id: Id): BucketsStub;
+}
+
+export interface DurableObjectStoreOptions<Id = unknown> {
+  /** The Durable Object namespace bound to the `RatecardBuckets` class (e.g. `env.BUCKETS`). */
+  namespace: BucketsNamespace<Id>;
+  /** Where time comes from: 'object' (default), the clock of the organization's object; 'client', `now()` here. */
+  clock?: 'object' | 'client';
+  /** Epoch ms, read when clock is 'client'; default Date.now. Fractions are floored. */
+  now?: () => number;
+}
+
+/** An organization's stub and how many calls on it are under way. */
+interface Open {
+  readonly stub: BucketsStub;
+  calls: number;
+}
+
+function invalid(message: string): RateLimitError {
+  return new RateLimitError('invalid_option', `ratecard: ${message}`);
+}
+
+function failure(error: unknown): RateLimitError {
+  const detail = error instanceof Error ? error.message : describeValue(error);
+  return new RateLimitError('store_unavailable', `ratecard: the Durable Object failed: ${detail}`, { cause: error });
+}
+
+/**
+ * A name as the runtime can carry it. Object names and SQLite text travel as UTF-8, which cannot hold a lone UTF-16
+ * surrogate: two names differing only there would both become U+FFFD and share an object or a row. Such a surrogate
+ * becomes `%uXXXX` and `%` becomes `%25`, which keeps names one to one; any other name is itself.
+ */
+export function wireName(name: string): string {
+  if (!/[%\uD800-\uDFFF]/.test(name)) return name;
+  let out = '';
+  for (let i = 0; i < name.length; i++) {
+    const code = name.charCodeAt(i);
+    const next = name.charCodeAt(i + 1);
+    if (code === 0x25) out += '%25';
+    else if (code >= 0xd800 && code <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) out += name.slice(i, ++i + 1);
+    else if (code >= 0xd800 && code <= 0xdfff) out += `%u${code.toString(16).toUpperCase()}`;
+    else out += name[i];
+  }
+  return out;
+}
+
+/**
+ * A Store whose buckets live in Durable Objects, one `RatecardBuckets` object per organization: every call goes to
+ * that object, which charges all of the call's buckets at once. Calls for one organization made while others are
+ * under way go through one stub, so the object receives them, and answers them, in the order they were made.
+ */
+class DurableObjectStore<Id> implements Store {
+  readonly shared = true;
+  private readonly namespace: BucketsNamespace<Id>;
+  private readonly now: (() => number) | undefined;
+  private readonly open = new Map<string, Open>();
+  private closed = false;
+
+  constructor(options: DurableObjectStoreOptions<Id>) {
+    if (typeof options !== 'object' || options === null) {
+      throw invalid(`durableObjectStore needs an options object, got ${describeValue(options)}`);
+    }
+    const { namespace } = options;
+    if (typeof namespace?.idFromName !== 'function' || typeof namespace?.get !== 'function') {
+      throw invalid(
+        `namespace must be a Durable Object namespace bound to RatecardBuckets (env.BUCKETS), got ${describeValue(namespace)}`,
+      );
+    }
+    const clock = options.clock ?? 'object';
+    if (clock !== 'object' && clock !== 'client') {
+      throw invalid(`clock must be 'object' or 'client', got ${describeValue(clock)}`);
+    }
+    if (options.now !== undefined && typeof options.now !== 'function') {
+      throw invalid(`now must be a function returning epoch milliseconds, got ${describeValue(options.now)}`);
+    }
+    if (options.now !== undefined && clock === 'object') {
+      throw invalid("now is read only with clock 'client'; with the default clock 'object' time comes from the object");
+    }
+    this.namespace = namespace;
+    // Read per call, not captured, so that a fake clock installed after creation is seen.
+    this.now = clock === 'client' ? (options.now ?? (() => Date.now())) : undefined;
+  }
+
+  async consume(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    cost: number,
+    budgetMs?: number,
+  ): Promise<Outcome[]> {
+    // Counted from now, before the caller starts its own count, and checked by the object as a call arrives: a call
+    // that reaches it late (queued behind others, or slow on the way) charges nothing.
+    const deadline = budgetMs === undefined ? undefined : Date.now() + budgetMs;
+    const outcomes = await this.call(organization, (stub) =>
+      stub.consume(wireName(endpoint), limits, cost, this.clockReading(), deadline),
+    );
+    if (outcomes === null) {
+      throw new RateLimitError('store_timeout', `ratecard: the Durable Object got the call after ${budgetMs} ms`);
+    }
+    return outcomes;
+  }
+
+  peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Promise<Outcome[]> {
+    return this.call(organization, (stub) => stub.peek(wireName(endpoint), limits, cost, this.clockReading()));
+  }
+
+  reset(organization: string, endpoint: string, limits: readonly Limit[]): Promise<void> {
+    const names = limits.map((limit) => limit.name);
+    return this.call(organization, (stub) => stub.reset(wireName(endpoint), names));
+  }
+
+  close(): void {
+    this.closed = true;
+    this.open.clear();
+  }
+
+  private clockReading(): number | undefined {
+    return this.now === undefined ? undefined : Math.floor(this.now());
+  }
+
+  /**
+   * Sends a call to the organization's object. The stub is kept while calls on it are under way: calls on one stub
+   * arrive in the order they were sent, which calls on separate stubs are not promised to do.
+   */
+  private async call<T>(organization: string, send: (stub: BucketsStub) => Promise<T>): Promise<T> {
+    if (this.closed) throw new RateLimitError('store_closed', 'ratecard: the Durable Object store is closed');
+    let open = this.open.get(organization);
+    if (open === undefined) {
+      open = { stub: this.namespace.get(this.namespace.idFromName(wireName(organization))), calls: 0 };
+      this.open.set(organization, open);
+    }
+    open.calls++;
+    try {
+      return await send(open.stub);
+    } catch (error) {
+      throw failure(error);
+    } finally {
+      if (--open.calls === 0 && this.open.get(organization) === open) this.open.delete(organization);
+    }
+  }
+}
+
+/** A Store on Durable Objects: exact limits shared by every isolate in every location (see the package README). */
+export function durableObjectStore<Id>(options: DurableObjectStoreOptions<Id>): Store {
+  return new DurableObjectStore(options);
+}
