@@ -32,12 +32,6 @@ export interface DurableObjectStoreOptions<Id = unknown> {
   now?: () => number;
 }
 
-/** An organization's stub and how many calls on it are under way. */
-interface Open {
-  readonly stub: BucketsStub;
-  calls: number;
-}
-
 function invalid(message: string): RateLimitError {
   return new RateLimitError('invalid_option', `ratecard: ${message}`);
 }
@@ -68,14 +62,19 @@ export function wireName(name: string): string {
 
 /**
  * A Store whose buckets live in Durable Objects, one `RatecardBuckets` object per organization: every call goes to
- * that object, which charges all of the call's buckets at once. Calls for one organization made while others are
- * under way go through one stub, so the object receives them, and answers them, in the order they were made.
+ * that object, which charges all of the call's buckets at once.
+ *
+ * Calls on one stub reach the object in the order they were sent, and calls for one organization made in one turn
+ * (calls made together) share a stub, so they are answered in the order they were made. A stub serves one turn only:
+ * it belongs to the request that made it, and Workers refuse I/O through it on behalf of another request.
  */
 class DurableObjectStore<Id> implements Store {
   readonly shared = true;
   private readonly namespace: BucketsNamespace<Id>;
   private readonly now: (() => number) | undefined;
-  private readonly open = new Map<string, Open>();
+  /** The stubs made in this turn, by organization; emptied once the turn ends. */
+  private readonly turn = new Map<string, BucketsStub>();
+  private readonly endTurn = (): void => this.turn.clear();
   private closed = false;
 
   constructor(options: DurableObjectStoreOptions<Id>) {
@@ -133,31 +132,25 @@ class DurableObjectStore<Id> implements Store {
 
   close(): void {
     this.closed = true;
-    this.open.clear();
   }
 
   private clockReading(): number | undefined {
     return this.now === undefined ? undefined : Math.floor(this.now());
   }
 
-  /**
-   * Sends a call to the organization's object. The stub is kept while calls on it are under way: calls on one stub
-   * arrive in the order they were sent, which calls on separate stubs are not promised to do.
-   */
+  /** Sends a call to the organization's object; a failure to send, or one thrown in the object, rejects. */
   private async call<T>(organization: string, send: (stub: BucketsStub) => Promise<T>): Promise<T> {
     if (this.closed) throw new RateLimitError('store_closed', 'ratecard: the Durable Object store is closed');
-    let open = this.open.get(organization);
-    if (open === undefined) {
-      open = { stub: this.namespace.get(this.namespace.idFromName(wireName(organization))), calls: 0 };
-      this.open.set(organization, open);
+    let stub = this.turn.get(organization);
+    if (stub === undefined) {
+      if (this.turn.size === 0) queueMicrotask(this.endTurn);
+      stub = this.namespace.get(this.namespace.idFromName(wireName(organization)));
+      this.turn.set(organization, stub);
     }
-    open.calls++;
     try {
-      return await send(open.stub);
+      return await send(stub);
     } catch (error) {
       throw failure(error);
-    } finally {
-      if (--open.calls === 0 && this.open.get(organization) === open) this.open.delete(organization);
     }
   }
 }

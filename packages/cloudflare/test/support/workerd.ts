@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -41,13 +41,16 @@ export interface WranglerConfig {
 /**
  * Bundles a Worker as wrangler does (esbuild, ES module, the workerd conditions, the runtime's `cloudflare:` modules
  * left to it) and writes a workerd configuration for it: the wrangler bindings and SQLite classes, object storage on
- * disk in `storage`, one HTTP socket on a free loopback port.
+ * disk in `storage`, an HTTP socket on a free loopback port. With `isolates: 2`, a second Worker service runs the same
+ * bundle in an isolate of its own, on a socket of its own, with its bindings on the first one's classes (as wrangler's
+ * `script_name` binds another Worker's Durable Objects): two isolates sending to the same objects.
  */
 export async function prepareWorker(
   entry: string,
   wrangler: WranglerConfig,
   dir: string,
   storage: string,
+  isolates: 1 | 2 = 1,
 ): Promise<void> {
   mkdirSync(storage, { recursive: true });
   await build({
@@ -65,32 +68,52 @@ export async function prepareWorker(
     ],
     logLevel: 'silent',
   });
+  const text = JSON.stringify;
   const sqlite = new Set(wrangler.migrations.flatMap((migration) => migration.new_sqlite_classes ?? []));
   const bindings = wrangler.durable_objects.bindings;
-  const config = `using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  services = [(name = "main", worker = .worker), (name = "storage", disk = (path = ${JSON.stringify(storage)}, writable = true))],
-  sockets = [(name = "http", address = "127.0.0.1:0", http = (), service = "main")],
-);
-const worker :Workerd.Worker = (
+  const worker = (name: string, own: boolean) => `const ${name} :Workerd.Worker = (
   modules = [(name = "worker.js", esModule = embed "worker.js")],
-  compatibilityDate = ${JSON.stringify(wrangler.compatibility_date)},
-  compatibilityFlags = ${JSON.stringify(wrangler.compatibility_flags ?? [])},
-  durableObjectNamespaces = [${bindings
+  compatibilityDate = ${text(wrangler.compatibility_date)},
+  compatibilityFlags = ${text(wrangler.compatibility_flags ?? [])},
+  ${
+    own
+      ? `durableObjectNamespaces = [${bindings
+          .map(
+            (b) =>
+              `(className = ${text(b.class_name)}, uniqueKey = ${text(`ratecard-${b.class_name}`)}, enableSql = ${sqlite.has(b.class_name)})`,
+          )
+          .join(', ')}],
+  durableObjectStorage = (localDisk = "storage"),`
+      : ''
+  }
+  bindings = [${bindings
     .map(
       (b) =>
-        `(className = ${JSON.stringify(b.class_name)}, uniqueKey = ${JSON.stringify(`ratecard-${b.class_name}`)}, enableSql = ${sqlite.has(b.class_name)})`,
+        `(name = ${text(b.name)}, durableObjectNamespace = ${own ? text(b.class_name) : `(className = ${text(b.class_name)}, serviceName = "main")`})`,
     )
     .join(', ')}],
-  durableObjectStorage = (localDisk = "storage"),
-  bindings = [${bindings.map((b) => `(name = ${JSON.stringify(b.name)}, durableObjectNamespace = ${JSON.stringify(b.class_name)})`).join(', ')}],
 );
 `;
+  const services = ['(name = "main", worker = .main)', '(name = "other", worker = .other)'].slice(0, isolates);
+  const sockets = [
+    '(name = "main", address = "127.0.0.1:0", http = (), service = "main")',
+    '(name = "other", address = "127.0.0.1:0", http = (), service = "other")',
+  ].slice(0, isolates);
+  const config = `using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [${services.join(', ')}, (name = "storage", disk = (path = ${text(storage)}, writable = true))],
+  sockets = [${sockets.join(', ')}],
+);
+${worker('main', true)}${isolates === 2 ? worker('other', false) : ''}`;
   writeFileSync(join(dir, 'config.capnp'), config);
+  writeFileSync(join(dir, 'sockets'), String(isolates));
 }
 
 export interface Workerd {
+  /** The first Worker's address. */
   url: string;
+  /** Each Worker's address, the first one's first. */
+  urls: string[];
   /** Everything workerd printed so far. */
   output(): string;
   /** Stops workerd with `signal` (SIGKILL: as a crash would) and waits for it to exit. */
@@ -126,6 +149,7 @@ export function startWorkerd(dir: string): Promise<Workerd> {
     await exited;
   };
   // workerd reports each socket's port on the control descriptor once it listens.
+  const sockets = Number(readFileSync(join(dir, 'sockets'), 'utf8'));
   return new Promise((resolve, reject) => {
     let control = '';
     const timer = setTimeout(() => {
@@ -134,11 +158,16 @@ export function startWorkerd(dir: string): Promise<Workerd> {
     }, 30_000);
     (child.stdio[3] as NodeJS.ReadableStream).on('data', (chunk: Buffer) => {
       control += chunk;
-      const line = control.split('\n').find((text) => text.includes('"listen"'));
-      if (line === undefined) return;
+      const ports = new Map<string, number>();
+      for (const line of control.split('\n')) {
+        if (!line.includes('"listen"')) continue;
+        const event = JSON.parse(line) as { socket: string; port: number };
+        ports.set(event.socket, event.port);
+      }
+      if (ports.size < sockets) return;
       clearTimeout(timer);
-      const { port } = JSON.parse(line) as { port: number };
-      resolve({ url: `http://127.0.0.1:${port}`, output: () => output, stop });
+      const urls = ['main', 'other'].slice(0, sockets).map((socket) => `http://127.0.0.1:${ports.get(socket)}`);
+      resolve({ url: urls[0] as string, urls, output: () => output, stop });
     });
     child.once('exit', (code) => {
       clearTimeout(timer);
