@@ -4,5 +4,4 @@ export {
   type BucketsStub,
   type DurableObjectStoreOptions,
   durableObjectStore,
-  wireName,
 } from './store.js';

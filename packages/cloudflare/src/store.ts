@@ -42,25 +42,6 @@ function failure(error: unknown): RateLimitError {
 }
 
 /**
- * A name as the runtime can carry it. Object names and SQLite text travel as UTF-8, which cannot hold a lone UTF-16
- * surrogate: two names differing only there would both become U+FFFD and share an object or a row. Such a surrogate
- * becomes `%uXXXX` and `%` becomes `%25`, which keeps names one to one; any other name is itself.
- */
-export function wireName(name: string): string {
-  if (!/[%\uD800-\uDFFF]/.test(name)) return name;
-  let out = '';
-  for (let i = 0; i < name.length; i++) {
-    const code = name.charCodeAt(i);
-    const next = name.charCodeAt(i + 1);
-    if (code === 0x25) out += '%25';
-    else if (code >= 0xd800 && code <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) out += name.slice(i, ++i + 1);
-    else if (code >= 0xd800 && code <= 0xdfff) out += `%u${code.toString(16).toUpperCase()}`;
-    else out += name[i];
-  }
-  return out;
-}
-
-/**
  * A Store whose buckets live in Durable Objects, one `RatecardBuckets` object per organization: every call goes to
  * that object, which charges all of the call's buckets at once.
  *
@@ -113,7 +94,7 @@ class DurableObjectStore<Id> implements Store {
     // that reaches it late (queued behind others, or slow on the way) charges nothing.
     const deadline = budgetMs === undefined ? undefined : Date.now() + budgetMs;
     const outcomes = await this.call(organization, (stub) =>
-      stub.consume(wireName(endpoint), limits, cost, this.clockReading(), deadline),
+      stub.consume(endpoint, limits, cost, this.clockReading(), deadline),
     );
     if (outcomes === null) {
       throw new RateLimitError('store_timeout', `ratecard: the Durable Object got the call after ${budgetMs} ms`);
@@ -122,12 +103,12 @@ class DurableObjectStore<Id> implements Store {
   }
 
   peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Promise<Outcome[]> {
-    return this.call(organization, (stub) => stub.peek(wireName(endpoint), limits, cost, this.clockReading()));
+    return this.call(organization, (stub) => stub.peek(endpoint, limits, cost, this.clockReading()));
   }
 
   reset(organization: string, endpoint: string, limits: readonly Limit[]): Promise<void> {
     const names = limits.map((limit) => limit.name);
-    return this.call(organization, (stub) => stub.reset(wireName(endpoint), names));
+    return this.call(organization, (stub) => stub.reset(endpoint, names));
   }
 
   close(): void {
@@ -144,7 +125,7 @@ class DurableObjectStore<Id> implements Store {
     let stub = this.turn.get(organization);
     if (stub === undefined) {
       if (this.turn.size === 0) queueMicrotask(this.endTurn);
-      stub = this.namespace.get(this.namespace.idFromName(wireName(organization)));
+      stub = this.namespace.get(this.namespace.idFromName(organization));
       this.turn.set(organization, stub);
     }
     try {
