@@ -39,14 +39,14 @@ export interface WranglerConfig {
 }
 
 /**
- * Bundles a Worker as wrangler does (esbuild, ES module, the workerd conditions, the runtime's `cloudflare:` modules
+ * Bundles a Worker (a file, or its source) as wrangler does (esbuild, ES module, the workerd conditions, the runtime's `cloudflare:` modules
  * left to it) and writes a workerd configuration for it: the wrangler bindings and SQLite classes, object storage on
  * disk in `storage`, an HTTP socket on a free loopback port. With `isolates: 2`, a second Worker service runs the same
  * bundle in an isolate of its own, on a socket of its own, with its bindings on the first one's classes (as wrangler's
  * `script_name` binds another Worker's Durable Objects): two isolates sending to the same objects.
  */
 export async function prepareWorker(
-  entry: string,
+  entry: string | { contents: string },
   wrangler: WranglerConfig,
   dir: string,
   storage: string,
@@ -54,7 +54,10 @@ export async function prepareWorker(
 ): Promise<void> {
   mkdirSync(storage, { recursive: true });
   await build({
-    entryPoints: [entry],
+    // A Worker's source given as text is resolved from this package, as if it were one of its files.
+    ...(typeof entry === 'string'
+      ? { entryPoints: [entry] }
+      : { stdin: { contents: entry.contents, resolveDir: FIXTURES, loader: 'js' as const } }),
     outfile: join(dir, 'worker.js'),
     bundle: true,
     format: 'esm',
