@@ -30,8 +30,9 @@ app.use(
   rateLimit({ limiter, identify: (c) => ({ organization: c.req.header('x-api-key') ?? 'anonymous', plan: 'free' }) }),
 );
 app.get('/', (c) => {
-  // The store also fits a binding taken from the handler's env.
+  // The store also fits a binding taken from the handler's env, and a namespace restricted to a jurisdiction.
   durableObjectStore({ namespace: c.env.BUCKETS, clock: 'client', now: () => Date.now() });
+  durableObjectStore({ namespace: c.env.BUCKETS.jurisdiction('eu') });
   return c.text('ok');
 });
 
