@@ -9,7 +9,9 @@ import { FIXTURES, prepareWorker, startWorkerd, type WranglerConfig } from '../t
 // Consumes for one organization from one isolate inside workerd (the harness's /bench route: the store and the
 // object, no HTTP), then whole requests through the Hono Worker from this process. Object storage on this machine's
 // temporary folder (a disk: SQLite syncs every write) and, where there is one, on /dev/shm (memory: no sync cost).
-// No targets: figures to read, for docs/runtimes.md.
+// Then two observations docs/runtimes.md reports: how many of the calls a burst of requests makes were made in the same
+// turn as another call for the same organization (what batching by turn could put together), and what two workerd
+// processes on one storage folder do with one organization's requests. No targets: figures to read.
 
 interface Figures {
   perSecond: number;
@@ -90,12 +92,73 @@ for (const [where, base] of places) {
   }
 }
 
+/** 300 concurrent POSTs of one organization (100 an hour), sent round-robin to `urls`: the statuses counted. */
+async function burst(urls: string[], organization: string): Promise<Record<number, number>> {
+  const statuses = await Promise.all(
+    Array.from({ length: 300 }, async (_, i) => {
+      const response = await fetch(`${urls[i % urls.length]}/browsers`, {
+        method: 'POST',
+        headers: { 'x-api-key': organization },
+      });
+      await response.text();
+      return response.status;
+    }),
+  );
+  const counted: Record<number, number> = {};
+  for (const status of statuses) counted[status] = (counted[status] ?? 0) + 1;
+  return counted;
+}
+
+const notes: string[] = [];
+{
+  const dir = mkdtempSync(join(tmpdir(), 'ratecard-cloudflare-bench-'));
+  const wrangler = JSON.parse(readFileSync(`${FIXTURES}wrangler.json`, 'utf8')) as WranglerConfig;
+  try {
+    await prepareWorker(new URL('fixtures/turns.mjs', import.meta.url).pathname, wrangler, dir, join(dir, 'storage'));
+    const workerd = await startWorkerd(dir);
+    try {
+      for (let i = 0; i < 2; i++) await burst([workerd.url], `turns-${Date.now()}-${i}`);
+      const counts = (await (await fetch(`${workerd.url}/counts`)).json()) as { calls: number; sameTurn: number };
+      notes.push(
+        `Two bursts of 300 requests of one organization: ${counts.calls} consumes sent, ${counts.sameTurn} in the same turn as another for that organization.`,
+      );
+    } finally {
+      await workerd.stop();
+    }
+    // The user's Worker twice, as two processes on one storage folder.
+    await prepareWorker(`${FIXTURES}worker.mjs`, wrangler, join(dir, 'a'), join(dir, 'shared'));
+    await prepareWorker(`${FIXTURES}worker.mjs`, wrangler, join(dir, 'b'), join(dir, 'shared'));
+    const a = await startWorkerd(join(dir, 'a'));
+    const b = await startWorkerd(join(dir, 'b'));
+    try {
+      const split = await burst([a.url, b.url], `processes-${Date.now()}`);
+      const busy = /SQLITE_BUSY/.test(a.output() + b.output());
+      notes.push(
+        `Two workerd processes on one storage folder, 300 concurrent requests of one organization (100 an hour) split over them: ${JSON.stringify(split)} (status: count)${busy ? ', SQLITE_BUSY in their logs' : ''}.`,
+      );
+      const organization = `sequential-${Date.now()}`;
+      const first = await burst([a.url], organization);
+      const then = await burst([b.url], organization);
+      notes.push(
+        `The same, one organization's requests to one process, then to the other: ${JSON.stringify(first)}, then ${JSON.stringify(then)}.`,
+      );
+    } finally {
+      await a.stop();
+      await b.stop();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 it('measured one object', () => {
   console.log(
     [
       '| storage | call, one organization | in flight | decisions/s | p50 ms | p99 ms |',
       '| --- | --- | --- | --- | --- | --- |',
       ...rows,
+      '',
+      ...notes,
     ].join('\n'),
   );
 });
