@@ -9,7 +9,7 @@ declare module 'cloudflare:workers' {
   }
 
   interface DurableObjectState {
-    readonly storage: { readonly sql: SqlStorage };
+    readonly storage: { readonly sql: SqlStorage; transactionSync<T>(body: () => T): T };
   }
 
   export abstract class DurableObject<Env = unknown> {

@@ -21,6 +21,13 @@ interface Row extends Record<string, string | number> {
   units_per_ms: number;
 }
 
+/** A bucket to write: units held at `at` under `limit`'s shape. */
+interface Write {
+  limit: BucketLimit;
+  units: number;
+  at: number;
+}
+
 /** A limit name has no space (A-Z a-z 0-9 . _ -), so `name endpoint` tells every pair apart. */
 const keyOf = (endpoint: string, name: string): string => `${name} ${endpoint}`;
 
@@ -29,8 +36,9 @@ const keyOf = (endpoint: string, name: string): string => `${name} ${endpoint}`;
  * holding a bucket per (endpoint, limit name). An object runs one call at a time and each call runs to its end
  * without awaiting anything, so a call's buckets are read, charged and written atomically, whichever isolate sent it.
  *
- * Every write goes to the object's SQLite table in the same turn; the runtime commits a turn's writes together and
- * holds the answer until they are durable, so an admitted call's charge survives eviction and restarts. The buckets
+ * A call's writes go to the object's SQLite table in one transaction, in the same turn; the runtime holds the answer
+ * until they are durable, so an admitted call's charge survives eviction and restarts, and a write the storage
+ * refuses leaves every bucket of the call as it was. The buckets
  * are also kept in a Map, read from the table once when the object starts: a decision then reads no row (rows read
  * are billed like rows written) and costs one row written per limit it charges.
  */
@@ -81,18 +89,21 @@ export class RatecardBuckets extends DurableObject {
     if (outcomes.some((outcome) => outcome < 0)) {
       // All or nothing: nothing charged, and a bucket written under another shape takes the new one (what it holds,
       // converted), so that it refills at the rate the refusal's Retry-After was counted with.
+      const changed: Write[] = [];
       limits.forEach((limit, i) => {
         const bucket = found[i];
         if (bucket !== undefined && !sameShape(bucket.shape, limit)) {
-          this.write(endpoint, limit, held[i] as number, Math.max(at, bucket.updatedAt));
+          changed.push({ limit, units: held[i] as number, at: Math.max(at, bucket.updatedAt) });
         }
       });
+      if (changed.length > 0) this.write(endpoint, changed);
       return held.map((units) => -1 - units);
     }
     // Time never moves backwards in a bucket, or the same interval would refill twice.
-    limits.forEach((limit, i) => {
-      this.write(endpoint, limit, outcomes[i] as Outcome, Math.max(at, found[i]?.updatedAt ?? at));
-    });
+    this.write(
+      endpoint,
+      limits.map((limit, i) => ({ limit, units: outcomes[i] as Outcome, at: Math.max(at, found[i]?.updatedAt ?? at) })),
+    );
     return outcomes;
   }
 
@@ -106,10 +117,13 @@ export class RatecardBuckets extends DurableObject {
 
   /** Forgets the bucket of each named limit, which makes it full. */
   reset(endpoint: string, names: readonly string[]): void {
-    for (const name of names) {
-      if (!this.buckets.delete(keyOf(endpoint, name))) continue;
-      this.ctx.storage.sql.exec('DELETE FROM ratecard_buckets WHERE endpoint = ? AND name = ?', endpoint, name);
-    }
+    const storage = this.ctx.storage;
+    storage.transactionSync(() => {
+      for (const name of names) {
+        storage.sql.exec('DELETE FROM ratecard_buckets WHERE endpoint = ? AND name = ?', endpoint, name);
+      }
+    });
+    for (const name of names) this.buckets.delete(keyOf(endpoint, name));
   }
 
   /** Units a bucket holds at `at` for `limit`; a missing bucket is full. */
@@ -118,18 +132,29 @@ export class RatecardBuckets extends DurableObject {
     return unitsAt(bucket.units, bucket.updatedAt, bucket.shape, at, limit);
   }
 
-  private write(endpoint: string, limit: BucketLimit, units: number, at: number): void {
-    const shape = { capacity: limit.capacity, unitsPerToken: limit.unitsPerToken, unitsPerMs: limit.unitsPerMs };
-    this.buckets.set(keyOf(endpoint, limit.name), { units, updatedAt: at, shape });
-    this.ctx.storage.sql.exec(
-      'INSERT OR REPLACE INTO ratecard_buckets VALUES (?, ?, ?, ?, ?, ?, ?)',
-      endpoint,
-      limit.name,
-      units,
-      at,
-      limit.capacity,
-      limit.unitsPerToken,
-      limit.unitsPerMs,
-    );
+  /**
+   * Writes a call's buckets to the table in one transaction, then to the Map: a write that fails (storage refused)
+   * leaves both as they were, and the call rejects having charged nothing.
+   */
+  private write(endpoint: string, writes: readonly Write[]): void {
+    const storage = this.ctx.storage;
+    storage.transactionSync(() => {
+      for (const { limit, units, at } of writes) {
+        storage.sql.exec(
+          'INSERT OR REPLACE INTO ratecard_buckets VALUES (?, ?, ?, ?, ?, ?, ?)',
+          endpoint,
+          limit.name,
+          units,
+          at,
+          limit.capacity,
+          limit.unitsPerToken,
+          limit.unitsPerMs,
+        );
+      }
+    });
+    for (const { limit, units, at } of writes) {
+      const shape = { capacity: limit.capacity, unitsPerToken: limit.unitsPerToken, unitsPerMs: limit.unitsPerMs };
+      this.buckets.set(keyOf(endpoint, limit.name), { units, updatedAt: at, shape });
+    }
   }
 }

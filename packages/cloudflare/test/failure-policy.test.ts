@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { prepareHarness } from './support/harness.js';
+import { call, prepareHarness, type WireLimit } from './support/harness.js';
 import { startWorkerd, type Workerd, workerdRuns } from './support/workerd.js';
 
-// The limiter's failure policy over durableObjectStore, in workerd: an object whose consume throws, and one whose
-// consume reaches it 300 ms late (fixtures/harness.mjs: ThrowingBuckets, SlowBuckets). The harness peeks the
+// The limiter's failure policy over durableObjectStore, in workerd: an object whose consume throws, one whose
+// consume reaches it 300 ms late, and one whose storage refuses a write (fixtures/harness.mjs: ThrowingBuckets,
+// SlowBuckets, RefusingBuckets). The harness peeks the
 // organization's bucket afterwards (peek works on both), so a charge that should not have happened would show.
 
 interface PolicyRun {
@@ -69,6 +70,21 @@ describe.runIf(workerdRuns())('the failure policy when the object throws or is l
     expect(result.decision).toEqual({ allowed: true, source: 'store' });
     expect(result.answered).toEqual([FULL]);
     expect(tokens(result.peeked)).toEqual([8]);
+  });
+
+  it('charges nothing, in memory or in the table, for a call whose write the storage refuses', async () => {
+    const limit = (name: string): WireLimit => ({ capacity: 10, refill: 10, intervalMs: 60_000, name });
+    const base = { binding: 'REFUSING', organization: `refused-${Date.now()}`, endpoint: 'e', cost: 1 } as const;
+    const both = [limit('kept'), limit('refused')];
+    expect(await call(workerd, { ...base, method: 'consume', limits: both })).toEqual({ error: 'store_unavailable' });
+    expect(await call(workerd, { ...base, method: 'rows', limits: [] })).toEqual({ rows: [] });
+    expect(await call(workerd, { ...base, method: 'peek', limits: both })).toEqual({ outcomes: [54_000, 54_000] });
+    expect(await call(workerd, { ...base, method: 'consume', limits: [limit('kept')] })).toEqual({
+      outcomes: [54_000],
+    });
+    expect(await call(workerd, { ...base, method: 'rows', limits: [] })).toEqual({
+      rows: [{ name: 'kept', units: 54_000 }],
+    });
   });
 
   it('logged no uncaught exception', () => {

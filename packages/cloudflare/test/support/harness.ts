@@ -12,9 +12,12 @@ export const HARNESS: WranglerConfig = {
       { name: 'BUCKETS', class_name: 'RatecardBuckets' },
       { name: 'THROWING', class_name: 'ThrowingBuckets' },
       { name: 'SLOW', class_name: 'SlowBuckets' },
+      { name: 'REFUSING', class_name: 'RefusingBuckets' },
     ],
   },
-  migrations: [{ tag: 'v1', new_sqlite_classes: ['RatecardBuckets', 'ThrowingBuckets', 'SlowBuckets'] }],
+  migrations: [
+    { tag: 'v1', new_sqlite_classes: ['RatecardBuckets', 'ThrowingBuckets', 'SlowBuckets', 'RefusingBuckets'] },
+  ],
 };
 
 /** A scratch folder with the bundled harness and its configuration, and the object storage folder in it. */
@@ -34,7 +37,10 @@ export interface WireLimit {
 }
 
 export interface Call {
-  method: 'consume' | 'peek' | 'reset';
+  /** A store call, or 'rows': RefusingBuckets' table. */
+  method: 'consume' | 'peek' | 'reset' | 'rows';
+  /** The namespace binding; default BUCKETS. */
+  binding?: string;
   organization: string;
   endpoint: string;
   limits: WireLimit[];
@@ -45,8 +51,11 @@ export interface Call {
 }
 
 /** One store call through a running harness: the outcomes, or the error code the store threw. */
-export async function call(workerd: Workerd, body: Call): Promise<{ outcomes?: number[] | null; error?: string }> {
+export async function call(
+  workerd: Workerd,
+  body: Call,
+): Promise<{ outcomes?: number[] | null; error?: string; rows?: unknown[] }> {
   const response = await fetch(`${workerd.url}/call`, { method: 'POST', body: JSON.stringify(body) });
   if (!response.ok) throw new Error(`harness answered ${response.status}: ${await response.text()}`);
-  return (await response.json()) as { outcomes?: number[] | null; error?: string };
+  return (await response.json()) as { outcomes?: number[] | null; error?: string; rows?: unknown[] };
 }
