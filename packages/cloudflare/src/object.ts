@@ -38,9 +38,9 @@ const keyOf = (endpoint: string, name: string): string => `${name} ${endpoint}`;
  *
  * A call's writes go to the object's SQLite table in one transaction, in the same turn; the runtime holds the answer
  * until they are durable, so an admitted call's charge survives eviction and restarts, and a write the storage
- * refuses leaves every bucket of the call as it was. The buckets
- * are also kept in a Map, read from the table once when the object starts: a decision then reads no row (rows read
- * are billed like rows written) and costs one row written per limit it charges.
+ * refuses leaves every bucket of the call as it was. The buckets are also kept in a Map, read from the table once
+ * when the object starts: a decision then reads no row (rows read are billed too) and costs one row written per
+ * limit it charges.
  */
 export class RatecardBuckets extends DurableObject {
   private readonly buckets = new Map<string, Bucket>();
@@ -48,7 +48,7 @@ export class RatecardBuckets extends DurableObject {
   constructor(...args: ConstructorParameters<typeof DurableObject>) {
     super(...args);
     const sql = this.ctx.storage.sql;
-    // Plain integers, one row per bucket, readable with `wrangler d1`-style SQL tools or a SELECT in the object.
+    // One row of plain integers per bucket, the same numbers the Map holds: a SELECT shows a bucket as it is.
     sql.exec(`CREATE TABLE IF NOT EXISTS ratecard_buckets (
       endpoint TEXT NOT NULL,
       name TEXT NOT NULL,
