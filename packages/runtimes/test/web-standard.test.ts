@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 
 /**
  * The shared path, as published: what a Worker, Deno or Bun app loads for the memory store, the Hono middleware, the
- * headers and the pacing client.
+ * headers and the pacing client, and what a Worker loads for the Durable Objects store.
  * Each entry is built without code splitting, so a file holds all of its package's code it reaches; `imports` is
  * everything it may import from outside.
  */
@@ -16,6 +16,8 @@ const SHARED_PATH = [
   { file: '../../http/dist/hono.js', imports: ['@ratecard/core'] },
   // structured-headers parses RFC 9651 fields with web-standard APIs only (ArrayBuffer, atob/btoa).
   { file: '../../http/dist/client.js', imports: ['@ratecard/core', 'structured-headers'] },
+  // The Workers runtime's own module: the Durable Object base class.
+  { file: '../../cloudflare/dist/index.js', imports: ['cloudflare:workers', '@ratecard/core'] },
 ];
 
 /** Node-only globals: absent in workerd (without nodejs_compat) and in browsers. */

@@ -1,0 +1,20 @@
+// The few members of the Workers runtime's own module that this package uses, declared here for building it without
+// @cloudflare/workers-types (whose globals clash with @types/node's in one program). A user's Worker gets the full
+// declarations from @cloudflare/workers-types or `wrangler types`; the built .d.ts only names `DurableObject`.
+declare module 'cloudflare:workers' {
+  type SqlValue = ArrayBuffer | string | number | null;
+
+  interface SqlStorage {
+    exec<Row extends Record<string, SqlValue>>(query: string, ...bindings: unknown[]): Iterable<Row>;
+  }
+
+  interface DurableObjectState {
+    readonly storage: { readonly sql: SqlStorage; transactionSync<T>(body: () => T): T };
+  }
+
+  export abstract class DurableObject<Env = unknown> {
+    protected ctx: DurableObjectState;
+    protected env: Env;
+    constructor(ctx: DurableObjectState, env: Env);
+  }
+}

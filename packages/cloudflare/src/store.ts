@@ -1,0 +1,142 @@
+import { describeValue, type Limit, type Outcome, RateLimitError, type Store } from '@ratecard/core';
+import type { BucketLimit } from './object.js';
+
+/** The calls the store makes on an organization's object: `RatecardBuckets`' methods, as a stub offers them. */
+export interface BucketsStub {
+  consume(
+    endpoint: string,
+    limits: readonly BucketLimit[],
+    cost: number,
+    now: number | undefined,
+    deadline: number | undefined,
+  ): Promise<Outcome[] | null>;
+  peek(endpoint: string, limits: readonly BucketLimit[], cost: number, now: number | undefined): Promise<Outcome[]>;
+  reset(endpoint: string, names: readonly string[]): Promise<void>;
+}
+
+/**
+ * The two members of a Durable Object namespace binding the store uses: `env.BUCKETS` when wrangler binds
+ * `RatecardBuckets` as BUCKETS.
+ */
+export interface BucketsNamespace<Id = unknown> {
+  idFromName(name: string): Id;
+  get(id: Id): BucketsStub;
+}
+
+export interface DurableObjectStoreOptions<Id = unknown> {
+  /** The Durable Object namespace bound to the `RatecardBuckets` class (e.g. `env.BUCKETS`). */
+  namespace: BucketsNamespace<Id>;
+  /** Where time comes from: 'object' (default), the clock of the organization's object; 'client', `now()` here. */
+  clock?: 'object' | 'client';
+  /** Epoch ms, read when clock is 'client'; default Date.now. Fractions are floored. */
+  now?: () => number;
+}
+
+function invalid(message: string): RateLimitError {
+  return new RateLimitError('invalid_option', `ratecard: ${message}`);
+}
+
+function failure(error: unknown): RateLimitError {
+  const detail = error instanceof Error ? error.message : describeValue(error);
+  return new RateLimitError('store_unavailable', `ratecard: the Durable Object failed: ${detail}`, { cause: error });
+}
+
+/**
+ * A Store whose buckets live in Durable Objects, one `RatecardBuckets` object per organization: every call goes to
+ * that object, which charges all of the call's buckets at once.
+ *
+ * Calls on one stub reach the object in the order they were sent, and calls for one organization made in one turn
+ * (calls made together) share a stub, so they are answered in the order they were made. A stub serves one turn only:
+ * it belongs to the request that made it, and Workers refuse I/O through it on behalf of another request.
+ */
+class DurableObjectStore<Id> implements Store {
+  readonly shared = true;
+  private readonly namespace: BucketsNamespace<Id>;
+  private readonly now: (() => number) | undefined;
+  /** The stubs made in this turn, by organization; emptied once the turn ends. */
+  private readonly turn = new Map<string, BucketsStub>();
+  private readonly endTurn = (): void => this.turn.clear();
+  private closed = false;
+
+  constructor(options: DurableObjectStoreOptions<Id>) {
+    if (typeof options !== 'object' || options === null) {
+      throw invalid(`durableObjectStore needs an options object, got ${describeValue(options)}`);
+    }
+    const { namespace } = options;
+    if (typeof namespace?.idFromName !== 'function' || typeof namespace?.get !== 'function') {
+      throw invalid(
+        `namespace must be a Durable Object namespace bound to RatecardBuckets (env.BUCKETS), got ${describeValue(namespace)}`,
+      );
+    }
+    const clock = options.clock ?? 'object';
+    if (clock !== 'object' && clock !== 'client') {
+      throw invalid(`clock must be 'object' or 'client', got ${describeValue(clock)}`);
+    }
+    if (options.now !== undefined && typeof options.now !== 'function') {
+      throw invalid(`now must be a function returning epoch milliseconds, got ${describeValue(options.now)}`);
+    }
+    if (options.now !== undefined && clock === 'object') {
+      throw invalid("now is read only with clock 'client'; with the default clock 'object' time comes from the object");
+    }
+    this.namespace = namespace;
+    // Read per call, not captured, so that a fake clock installed after creation is seen.
+    this.now = clock === 'client' ? (options.now ?? (() => Date.now())) : undefined;
+  }
+
+  async consume(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    cost: number,
+    budgetMs?: number,
+  ): Promise<Outcome[]> {
+    // Counted from now, before the caller starts its own count, and checked by the object as a call arrives: a call
+    // that reaches it late (queued behind others, or slow on the way) charges nothing.
+    const deadline = budgetMs === undefined ? undefined : Date.now() + budgetMs;
+    const outcomes = await this.call(organization, (stub) =>
+      stub.consume(endpoint, limits, cost, this.clockReading(), deadline),
+    );
+    if (outcomes === null) {
+      throw new RateLimitError('store_timeout', `ratecard: the Durable Object got the call after ${budgetMs} ms`);
+    }
+    return outcomes;
+  }
+
+  peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Promise<Outcome[]> {
+    return this.call(organization, (stub) => stub.peek(endpoint, limits, cost, this.clockReading()));
+  }
+
+  reset(organization: string, endpoint: string, limits: readonly Limit[]): Promise<void> {
+    const names = limits.map((limit) => limit.name);
+    return this.call(organization, (stub) => stub.reset(endpoint, names));
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+
+  private clockReading(): number | undefined {
+    return this.now === undefined ? undefined : Math.floor(this.now());
+  }
+
+  /** Sends a call to the organization's object; a failure to send, or one thrown in the object, rejects. */
+  private async call<T>(organization: string, send: (stub: BucketsStub) => Promise<T>): Promise<T> {
+    if (this.closed) throw new RateLimitError('store_closed', 'ratecard: the Durable Object store is closed');
+    let stub = this.turn.get(organization);
+    if (stub === undefined) {
+      if (this.turn.size === 0) queueMicrotask(this.endTurn);
+      stub = this.namespace.get(this.namespace.idFromName(organization));
+      this.turn.set(organization, stub);
+    }
+    try {
+      return await send(stub);
+    } catch (error) {
+      throw failure(error);
+    }
+  }
+}
+
+/** A Store on Durable Objects: exact limits shared by every isolate in every location (see the package README). */
+export function durableObjectStore<Id>(options: DurableObjectStoreOptions<Id>): Store {
+  return new DurableObjectStore(options);
+}

@@ -1,0 +1,68 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Call, call, prepareHarness, type WireLimit } from './support/harness.js';
+import { startWorkerd, type Workerd, workerdRuns } from './support/workerd.js';
+
+// Durability: an organization's object charged in one workerd, which is then killed as a crash would (SIGKILL); a new
+// workerd on the same object storage finds the bucket exactly as it was charged, to the unit. The client clock
+// ('client', `now` sent with each call) keeps the units independent of how long the restart takes.
+
+/** A token every 6 s: 6 000 units a token, 1 unit a millisecond. */
+const TEN_A_MINUTE: WireLimit = { capacity: 10, refill: 10, intervalMs: 60_000, name: '1m' };
+/** A token every 3 minutes, kept in the same object beside the first. */
+const TWENTY_AN_HOUR: WireLimit = { capacity: 20, refill: 20, intervalMs: 3_600_000, name: '1h' };
+const T = 1_700_000_000_000;
+const ORG = `durable-${process.pid}-${Date.now()}`;
+
+describe.runIf(workerdRuns())('durability across a restart of the runtime', () => {
+  let harness: Awaited<ReturnType<typeof prepareHarness>>;
+  let workerd: Workerd | undefined;
+
+  const ask = (body: Omit<Call, 'organization' | 'endpoint'>) =>
+    call(workerd as Workerd, { organization: ORG, endpoint: 'POST /browsers', ...body });
+
+  beforeAll(async () => {
+    harness = await prepareHarness();
+  });
+
+  afterAll(async () => {
+    await workerd?.stop('SIGKILL');
+    harness?.remove();
+  });
+
+  it('keeps a drained bucket drained, with the exact units, after the runtime is killed and started again', async () => {
+    workerd = await startWorkerd(harness.dir);
+    const both = [TEN_A_MINUTE, TWENTY_AN_HOUR];
+    expect(await ask({ method: 'consume', limits: both, cost: 7, now: T })).toEqual({
+      outcomes: [18_000, 13 * 180_000],
+    });
+    // 1 234 ms later the minute bucket holds 18 000 + 1 234 units: 3 tokens more leave 1 234.
+    expect(await ask({ method: 'consume', limits: [TEN_A_MINUTE], cost: 3, now: T + 1_234 })).toEqual({
+      outcomes: [1_234],
+    });
+    expect(await ask({ method: 'consume', limits: [TEN_A_MINUTE], cost: 1, now: T + 1_234 })).toEqual({
+      outcomes: [-1 - 1_234],
+    });
+    await workerd.stop('SIGKILL');
+
+    workerd = await startWorkerd(harness.dir);
+    expect(await ask({ method: 'peek', limits: both, cost: 1, now: T + 1_234 })).toEqual({
+      outcomes: [-1 - 1_234, -1 - (13 * 180_000 + 1_234)],
+    });
+    expect(await ask({ method: 'consume', limits: [TEN_A_MINUTE], cost: 1, now: T + 5_999 })).toEqual({
+      outcomes: [-1 - 5_999],
+    });
+    expect(await ask({ method: 'consume', limits: [TEN_A_MINUTE], cost: 1, now: T + 6_000 })).toEqual({
+      outcomes: [0],
+    });
+  });
+
+  it('keeps a reset too: a bucket reset before the restart is full after it', async () => {
+    await ask({ method: 'reset', limits: [TWENTY_AN_HOUR] });
+    await (workerd as Workerd).stop('SIGKILL');
+    workerd = await startWorkerd(harness.dir);
+    expect(await ask({ method: 'peek', limits: [TWENTY_AN_HOUR], cost: 20, now: T + 6_000 })).toEqual({
+      outcomes: [0],
+    });
+    expect(await ask({ method: 'peek', limits: [TEN_A_MINUTE], cost: 1, now: T + 6_000 })).toEqual({ outcomes: [-1] });
+  });
+});
