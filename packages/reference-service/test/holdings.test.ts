@@ -1,6 +1,7 @@
 import { ConflictError } from '@onkernel/sdk';
 import { memoryStore } from '@ratecard/memory';
 import { afterEach, beforeEach, expect, it } from 'vitest';
+import type { ApiKey } from '../src/auth.js';
 import { MAX_SETTINGS_BYTES } from '../src/browsers.js';
 import { ALL_SCOPES, type Answer, type RunningService, send, startService, testKeys } from './helpers.js';
 import { connect, type Traffic } from './sdk/client.js';
@@ -13,13 +14,13 @@ const ROOMY = `tok_roomy_${Date.now()}`;
 beforeEach(async () => {
   const made = testKeys('holdings');
   tokens = made.tokens;
-  made.keys[ROOMY] = {
+  const roomy: ApiKey = {
     organization: `org_roomy_${Date.now()}`,
     plan: 'enterprise',
     override: 1000,
     scopes: ALL_SCOPES,
   };
-  service = await startService(memoryStore(), made.keys);
+  service = await startService(memoryStore(), { ...made.keys, [ROOMY]: roomy });
 });
 
 afterEach(async () => {
