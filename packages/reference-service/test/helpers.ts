@@ -7,7 +7,7 @@ import { redisStore } from '@ratecard/redis';
 import { redisForTests } from '@ratecard/redis/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe } from 'vitest';
-import { type AppOptions, createApp, createServiceServer } from '../src/app.js';
+import { type AppOptions, createApp, createServiceServer, type ServerLimits } from '../src/app.js';
 import type { ApiKey, ApiKeys } from '../src/auth.js';
 
 export const ALL_SCOPES: ApiKey['scopes'] = ['browsers', 'browser_pools', 'invocations'];
@@ -60,7 +60,7 @@ export interface RunningService {
 export async function startService(
   store: Store,
   keys: ApiKeys,
-  extra: Partial<Pick<AppOptions, 'pools' | 'browsers'>> = {},
+  extra: Partial<Pick<AppOptions, 'pools' | 'browsers'>> & { limits?: ServerLimits } = {},
 ): Promise<RunningService> {
   const decisions: RunningService['decisions'] = [];
   const errors: unknown[] = [];
@@ -69,8 +69,9 @@ export async function startService(
     fallback: memoryStore(),
     onDecision: (decision, request) => decisions.push({ decision, request }),
   });
-  const app = createApp({ limiter, keys, onError: (error) => errors.push(error), ...extra });
-  const server = createServiceServer(app);
+  const { limits, ...stores } = extra;
+  const app = createApp({ limiter, keys, onError: (error) => errors.push(error), ...stores });
+  const server = createServiceServer(app, limits);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
