@@ -450,5 +450,8 @@ function writeRaw(socket: Duplex, failure: HttpError, reason: string, headers = 
   const body = JSON.stringify(failure.body());
   socket.end(
     `HTTP/1.1 ${failure.status} ${reason}\r\n${headers}content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    // Closed once the answer is written, as node closes after its own answers: ending only this side would leave the
+    // connection open for as long as the client neither reads nor closes, which a flood of slow clients never does.
+    () => socket.destroy(),
   );
 }

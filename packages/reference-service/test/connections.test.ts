@@ -102,13 +102,33 @@ it('keeps answering real clients through a flood of connections that each sent h
 });
 
 it('closes a connection that sends nothing, or half a head, with a 408 Error body at the head timeout', async () => {
-  const { port } = await serve({ headersTimeoutMs: 300, requestTimeoutMs: 600 });
-  const [silent, partial] = await Promise.all([hold(port, ''), hold(port, PARTIAL_HEAD)]);
+  const running = await serve({ headersTimeoutMs: 300, requestTimeoutMs: 600 });
+  const [silent, partial] = await Promise.all([hold(running.port, ''), hold(running.port, PARTIAL_HEAD)]);
   for (const held of [silent, partial]) {
     expect(held.text).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
     expect(held.text).toContain('{"code":"request_timeout","message":"The request did not arrive in time."}');
     // The bound is 300 ms; node looks for expired connections every 75 ms. Far below the default 60 s.
     expect(held.ms).toBeLessThan(3_000);
+  }
+});
+
+it('lets go of slow clients that never read their 408 nor close', async () => {
+  const running = await serve({ headersTimeoutMs: 300, requestTimeoutMs: 600 });
+  // Never read from: a client that neither takes the answer nor closes its side.
+  const deaf = Array.from({ length: 50 }, () => {
+    const socket = connect(running.port, '127.0.0.1', () => socket.write(PARTIAL_HEAD));
+    socket.on('error', () => {});
+    return socket;
+  });
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await running.connections()).toBe(50);
+    for (let waited = 0; waited < 3_000 && (await running.connections()) > 0; waited += 50) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(await running.connections()).toBe(0);
+  } finally {
+    for (const socket of deaf) socket.destroy();
   }
 });
 

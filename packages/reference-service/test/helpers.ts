@@ -53,6 +53,8 @@ export interface RunningService {
   decisions: { decision: Decision; request: LimitRequest }[];
   /** Every error the app reported (answered 500). */
   errors: unknown[];
+  /** Connections the server holds open now. */
+  connections(): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -80,6 +82,10 @@ export async function startService(
     limiter,
     decisions,
     errors,
+    connections: () =>
+      new Promise((resolve, reject) =>
+        server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
+      ),
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
