@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Limiter, Plan } from '@ratecard/core';
 import type { Identity } from '@ratecard/http';
@@ -326,13 +327,85 @@ const EXPECTATION_FAILED = new HttpError(
 );
 const CONNECT_REFUSED = new HttpError(405, 'method_not_allowed', 'Method CONNECT is not allowed: this is not a proxy.');
 
+/** How long a client may take and how many connections it may hold: the server's bounds. */
+export interface ServerLimits {
+  /** Longest a request's head may take to arrive, from the connection on (or its first byte, after another request). */
+  headersTimeoutMs: number;
+  /** Longest a whole request, head and body, may take to arrive; a body dribbled in is cut here. */
+  requestTimeoutMs: number;
+  /** How long a kept-alive connection may stay idle between requests. */
+  keepAliveTimeoutMs: number;
+  /**
+   * Most connections open at once. A connection past it closes the one that has waited longest without a request in
+   * progress (idle, or still sending its head), or is itself closed when every connection is being served.
+   */
+  maxConnections: number;
+}
+
 /**
- * The service's node:http server, with the answers node:http would otherwise write itself, with no body or none at
- * all, given the Error body: a request without Host (400), an `Expect` other than `100-continue` (417), `CONNECT`
- * (405), and requests it cannot parse (see `answerClientError`).
+ * Node's own defaults let a request take 300 s and connections grow until the process has no file descriptor left;
+ * these keep a slow or silent client from holding a connection for long, and the connections within what a default
+ * open-file limit (`ulimit -n`, often 1024) allows beside the Redis connections and the metrics server.
  */
-export function createServiceServer(listener: RequestListener): Server {
-  const server = createServer({ requireHostHeader: false }, listener);
+export const SERVER_LIMITS: Readonly<ServerLimits> = {
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 5_000,
+  maxConnections: 900,
+};
+
+/**
+ * Holds the server to `max` connections. A flood of clients that connect and send nothing, or half a head, cannot
+ * lock out real ones: each new connection past the bound displaces the one waiting longest for its request.
+ */
+function capConnections(server: Server, max: number): void {
+  /** Connections with no request in progress, the longest waiting first. */
+  const waiting = new Set<Socket>();
+  let open = 0;
+  server.on('connection', (socket: Socket) => {
+    open++;
+    socket.once('close', () => {
+      open--;
+      waiting.delete(socket);
+    });
+    if (open > max) {
+      const longest = waiting.values().next().value;
+      if (longest === undefined) {
+        socket.destroy();
+        return;
+      }
+      waiting.delete(longest);
+      longest.destroy();
+    }
+    waiting.add(socket);
+  });
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    const socket = request.socket;
+    waiting.delete(socket);
+    response.once('close', () => {
+      if (!socket.destroyed) waiting.add(socket);
+    });
+  });
+}
+
+/**
+ * The service's node:http server, held to `limits`, with the answers node:http would otherwise write itself, with no
+ * body or none at all, given the Error body: a request without Host (400), an `Expect` other than `100-continue`
+ * (417), `CONNECT` (405), and requests it cannot parse or that do not arrive in time (see `answerClientError`).
+ */
+export function createServiceServer(listener: RequestListener, limits: ServerLimits = SERVER_LIMITS): Server {
+  const server = createServer(
+    {
+      requireHostHeader: false,
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
+      // How often node looks for connections past their timeouts (30 s by default, which a 10 s bound would triple).
+      connectionsCheckingInterval: Math.ceil(Math.min(1_000, limits.headersTimeoutMs / 4)),
+    },
+    listener,
+  );
+  capConnections(server, limits.maxConnections);
   server.on('clientError', answerClientError);
   server.on('checkExpectation', (_request: IncomingMessage, response: ServerResponse) => {
     sendError(response, EXPECTATION_FAILED);
@@ -377,5 +450,8 @@ function writeRaw(socket: Duplex, failure: HttpError, reason: string, headers = 
   const body = JSON.stringify(failure.body());
   socket.end(
     `HTTP/1.1 ${failure.status} ${reason}\r\n${headers}content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    // Closed once the answer is written, as node closes after its own answers: ending only this side would leave the
+    // connection open for as long as the client neither reads nor closes, which a flood of slow clients never does.
+    () => socket.destroy(),
   );
 }

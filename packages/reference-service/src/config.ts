@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { SERVER_LIMITS, type ServerLimits } from './app.js';
 import { type ApiKeys, KeysFileError, validateKeys } from './auth.js';
 
 /** The shipped keys file, beside `src/` and `dist/` alike. */
@@ -21,6 +22,7 @@ export interface Config {
   clusterNodes: ClusterNode[] | undefined;
   /** Where Prometheus scrapes the limiter's metrics; undefined: no metrics. */
   metricsPort: number | undefined;
+  limits: ServerLimits;
 }
 
 export class ConfigError extends Error {
@@ -38,6 +40,35 @@ function parsePort(value: string, name: string): number {
     );
   }
   return port;
+}
+
+/** The variable's value as a whole number from 1 to `max`, or `fallback` when it is unset or empty. */
+function positive(env: NodeJS.ProcessEnv, name: string, fallback: number, max = 2_147_483_647): number {
+  const value = env[name];
+  if (value === undefined || value === '') return fallback;
+  const number = Number(value);
+  if (!/^\d+$/.test(value) || number < 1 || number > max) {
+    throw new ConfigError(
+      `reference-service: ${name} must be a whole number from 1 to ${max}, got ${JSON.stringify(value)}`,
+    );
+  }
+  return number;
+}
+
+function readLimits(env: NodeJS.ProcessEnv): ServerLimits {
+  const limits = {
+    headersTimeoutMs: positive(env, 'HEADERS_TIMEOUT_MS', SERVER_LIMITS.headersTimeoutMs),
+    requestTimeoutMs: positive(env, 'REQUEST_TIMEOUT_MS', SERVER_LIMITS.requestTimeoutMs),
+    keepAliveTimeoutMs: positive(env, 'KEEP_ALIVE_TIMEOUT_MS', SERVER_LIMITS.keepAliveTimeoutMs),
+    maxConnections: positive(env, 'MAX_CONNECTIONS', SERVER_LIMITS.maxConnections),
+  };
+  // A request's head is part of the request: node refuses a head timeout longer than the whole request's.
+  if (limits.headersTimeoutMs > limits.requestTimeoutMs) {
+    throw new ConfigError(
+      `reference-service: HEADERS_TIMEOUT_MS (${limits.headersTimeoutMs}) must not exceed REQUEST_TIMEOUT_MS (${limits.requestTimeoutMs})`,
+    );
+  }
+  return limits;
 }
 
 function parseNodes(value: string): ClusterNode[] {
@@ -84,6 +115,7 @@ export function readConfig(env: NodeJS.ProcessEnv): Config {
       env.METRICS_PORT === undefined || env.METRICS_PORT === ''
         ? undefined
         : parsePort(env.METRICS_PORT, 'METRICS_PORT'),
+    limits: readLimits(env),
   };
 }
 

@@ -9,6 +9,7 @@ export type ServiceErrorCode =
   | 'not_found'
   | 'method_not_allowed'
   | 'conflict'
+  | 'quota_exceeded'
   | 'expectation_failed'
   | 'payload_too_large'
   | 'unsupported_media_type'
@@ -60,6 +61,14 @@ export const UNAUTHORIZED: HttpError = new HttpError(
  */
 export function conflict(message: string): HttpError {
   return new HttpError(409, 'conflict', message, { headers: { 'x-should-retry': 'false' } });
+}
+
+/**
+ * A 409 for an organization that holds as much as it may keep (pools, bytes of settings): nothing changes until it lets
+ * something go, so a retry would only be refused again.
+ */
+export function quotaExceeded(message: string): HttpError {
+  return new HttpError(409, 'quota_exceeded', message, { headers: { 'x-should-retry': 'false' } });
 }
 
 export const INTERNAL: HttpError = new HttpError(500, 'internal_error', 'Internal server error.');

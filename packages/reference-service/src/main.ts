@@ -78,7 +78,7 @@ async function main(): Promise<void> {
       response.on('close', () => unsent.delete(response));
     }
     app(request, response);
-  });
+  }, config.limits);
   const address = await listen(server, config);
   console.log(banner(address, config, backend.description, keys));
   if (metrics !== undefined) console.log(`metrics: ${metrics.url}`);

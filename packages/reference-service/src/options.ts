@@ -1,3 +1,4 @@
+import { MAX_DEPTH, tooDeep } from './budget.js';
 import { shown } from './errors.js';
 import type { Fields } from './fields.js';
 
@@ -36,6 +37,11 @@ function selectorProblem(value: unknown, extra: readonly string[] = []): string 
   return undefined;
 }
 
+/** A free-form object is kept and echoed; past `MAX_DEPTH` levels it could not be measured or written back. */
+function depthProblem(value: Record<string, unknown>): string | undefined {
+  return tooDeep(value) ? `must nest at most ${MAX_DEPTH} levels of objects and arrays` : undefined;
+}
+
 function tagsProblem(value: Record<string, unknown>): string | undefined {
   const entries = Object.entries(value);
   if (entries.length > MAX_TAGS) return `must hold at most ${MAX_TAGS} pairs, got ${entries.length}`;
@@ -61,7 +67,7 @@ function viewportProblem(value: Record<string, unknown>): string | undefined {
 
 const READERS: Readonly<Record<string, Reader>> = {
   acquire_timeout_seconds: (fields, field) => fields.integer(field, 0, 300),
-  chrome_policy: (fields, field) => fields.object(field),
+  chrome_policy: (fields, field) => fields.object(field, depthProblem),
   discard_all_idle: flag,
   extensions: (fields, field) => fields.array(field, MAX_EXTENSIONS, (item) => selectorProblem(item)),
   fill_rate_per_minute: (fields, field) => fields.integer(field, 1, 100),
@@ -78,7 +84,7 @@ const READERS: Readonly<Record<string, Reader>> = {
   start_url: text(MAX_TEXT),
   stealth: flag,
   tags: (fields, field) => fields.object(field, tagsProblem),
-  telemetry: (fields, field) => (fields.isNull(field) ? null : fields.object(field)),
+  telemetry: (fields, field) => (fields.isNull(field) ? null : fields.object(field, depthProblem)),
   timeout_seconds: (fields, field) => fields.integer(field, 10, 259_200),
   viewport: (fields, field) => fields.object(field, viewportProblem),
 };

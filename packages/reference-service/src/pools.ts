@@ -1,5 +1,6 @@
-import { newId, newSession, type Session } from './browsers.js';
-import { conflict, HttpError, shown } from './errors.js';
+import { type Browser, MAX_SETTINGS_BYTES, newBrowser, newId, type Session, sessionOf } from './browsers.js';
+import { Budget, keptBytes } from './budget.js';
+import { conflict, HttpError, quotaExceeded, shown } from './errors.js';
 import type { Settings } from './options.js';
 
 /** A pool as the SDK declares it (`BrowserPool`). */
@@ -45,39 +46,37 @@ export function nameProblem(name: string): string | undefined {
   return undefined;
 }
 
-/** A lease's own settings (`name`, `start_url`, `tags`, `telemetry`); they end with the lease. */
-const LEASE_FIELDS = ['name', 'start_url', 'tags', 'telemetry'];
-
 interface Waiter {
   lease: Settings;
   give(session: Session | undefined): void;
 }
 
+/**
+ * A pool's browsers keep no settings of their own: an acquired one is shown with the pool's settings and the lease's
+ * at that moment, and the lease's are gone with the answer. So an organization's settings are its pools' configs (and
+ * the leases of acquires still waiting), counted once, however many browsers the pools hold.
+ */
 class Pool {
   readonly id: string = newId(ID_PREFIX);
   readonly created_at: string = new Date().toISOString();
-  readonly idle = new Map<string, Session>();
-  readonly leased = new Map<string, Session>();
+  readonly idle = new Map<string, Browser>();
+  readonly leased = new Map<string, Browser>();
   /** Acquires waiting for an idle browser, first come first served. */
   readonly waiters = new Set<Waiter>();
 
   constructor(
     public name: string | undefined,
     public config: Settings & { size: number },
+    /** What `config` costs to keep (`keptBytes`), charged to the organization's budget. */
+    public bytes: number,
   ) {
     this.fill();
-  }
-
-  newBrowser(): Session {
-    // The config's name is the pool's; a pooled browser has a name only while a lease gives it one.
-    const { name: _, ...settings } = this.config;
-    return newSession(settings, { pool: this.name === undefined ? { id: this.id } : { id: this.id, name: this.name } });
   }
 
   /** Starts idle browsers until the pool holds `size`. */
   fill(): void {
     while (this.idle.size + this.leased.size < this.config.size) {
-      const browser = this.newBrowser();
+      const browser = newBrowser();
       this.idle.set(browser.session_id, browser);
     }
     this.serve();
@@ -98,9 +97,11 @@ class Pool {
     if (next.done === true) return undefined;
     const browser = next.value;
     this.idle.delete(browser.session_id);
-    Object.assign(browser, settings);
     this.leased.set(browser.session_id, browser);
-    return { ...browser };
+    // The config's name is the pool's; a pooled browser has a name only when its lease gives it one.
+    const { name: _, ...own } = this.config;
+    const pool = this.name === undefined ? { id: this.id } : { id: this.id, name: this.name };
+    return Object.assign(sessionOf(browser, own, { pool }), settings);
   }
 
   view(): PoolView {
@@ -138,6 +139,8 @@ function notFound(idOrName: string): HttpError {
  */
 export class PoolRegistry {
   private readonly organizations = new Map<string, OrganizationPools>();
+  /** Pools' configs and waiting acquires' leases, per organization. */
+  private readonly budget = new Budget('pool settings', MAX_SETTINGS_BYTES);
   private closed = false;
 
   create(organization: string, name: string | undefined, config: Settings & { size: number }): PoolView {
@@ -150,9 +153,11 @@ export class PoolRegistry {
       throw conflict(`A browser pool named ${shown(name)} already exists.`);
     }
     if (pools.byId.size >= MAX_POOLS_PER_ORGANIZATION) {
-      throw conflict(`An organization can hold at most ${MAX_POOLS_PER_ORGANIZATION} pools.`);
+      throw quotaExceeded(`An organization holds at most ${MAX_POOLS_PER_ORGANIZATION} pools; delete one first.`);
     }
-    const pool = new Pool(name, config);
+    const bytes = keptBytes(config);
+    this.budget.charge(organization, bytes);
+    const pool = new Pool(name, config, bytes);
     pools.byId.set(pool.id, pool);
     if (name !== undefined) pools.byName.set(name, pool);
     return pool.view();
@@ -205,14 +210,18 @@ export class PoolRegistry {
         `The pool has ${pool.leased.size} acquired browsers, so its size cannot go below that (got ${change.size}); release some first.`,
       );
     }
+    const config = { ...pool.config, ...change.settings };
+    if (name !== undefined) config.name = name;
+    if (change.size !== undefined) config.size = change.size;
+    const bytes = keptBytes(config);
+    this.budget.charge(organization, bytes, pool.bytes);
+    pool.config = config;
+    pool.bytes = bytes;
     if (name !== undefined && name !== pool.name) {
       if (pool.name !== undefined) pools?.byName.delete(pool.name);
       pools?.byName.set(name, pool);
       pool.name = name;
-      pool.config.name = name;
     }
-    Object.assign(pool.config, change.settings);
-    if (change.size !== undefined) pool.config.size = change.size;
     if (change.discardAllIdle === true) pool.idle.clear();
     for (const id of pool.idle.keys()) {
       if (pool.idle.size + pool.leased.size <= pool.config.size) break;
@@ -233,6 +242,7 @@ export class PoolRegistry {
     const pools = this.organizations.get(organization);
     pools?.byId.delete(pool.id);
     if (pool.name !== undefined) pools?.byName.delete(pool.name);
+    this.budget.refund(organization, pool.bytes);
     for (const waiter of pool.waiters) waiter.give(undefined);
     pool.waiters.clear();
   }
@@ -251,12 +261,16 @@ export class PoolRegistry {
     const pool = this.find(organization, idOrName);
     const now = pool.lease(lease);
     if (now !== undefined || timeoutMs === 0 || this.closed || abandoned.aborted) return Promise.resolve(now);
+    // A waiting acquire keeps its lease until a browser comes, so the lease counts against the budget meanwhile.
+    const bytes = keptBytes(lease);
+    this.budget.charge(organization, bytes);
     return new Promise((resolve) => {
       const waiter: Waiter = {
         lease,
         give: (session) => {
           clearTimeout(timer);
           abandoned.removeEventListener('abort', stop);
+          this.budget.refund(organization, bytes);
           resolve(session);
         },
       };
@@ -271,8 +285,7 @@ export class PoolRegistry {
   }
 
   /**
-   * Returns an acquired browser to the pool: as it is with `reuse` (its lease settings dropped), else replaced by a new
-   * browser. A browser already available is a 409, one the pool does not hold a 404. A flushed pool is not refilled
+   * Returns an acquired browser to the pool: as it is with `reuse`, else replaced by a new browser. A browser already available is a 409, one the pool does not hold a 404. A flushed pool is not refilled
    * here: only an update (a `size`, even the same one) starts browsers.
    */
   release(organization: string, idOrName: string, sessionId: string, reuse: boolean): void {
@@ -281,17 +294,8 @@ export class PoolRegistry {
     const browser = pool.leased.get(sessionId);
     if (browser === undefined) throw new HttpError(404, 'not_found', `No browser ${shown(sessionId)} in this pool.`);
     pool.leased.delete(sessionId);
-    if (reuse) {
-      for (const field of LEASE_FIELDS) {
-        delete browser[field];
-        // The pool's own start URL and telemetry come back with the lease's gone.
-        if (field !== 'name' && pool.config[field] !== undefined) browser[field] = pool.config[field];
-      }
-      pool.idle.set(sessionId, browser);
-    } else {
-      const replacement = pool.newBrowser();
-      pool.idle.set(replacement.session_id, replacement);
-    }
+    const returned = reuse ? browser : newBrowser();
+    pool.idle.set(returned.session_id, returned);
     pool.serve();
   }
 

@@ -7,7 +7,7 @@ import { redisStore } from '@ratecard/redis';
 import { redisForTests } from '@ratecard/redis/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe } from 'vitest';
-import { type AppOptions, createApp, createServiceServer } from '../src/app.js';
+import { type AppOptions, createApp, createServiceServer, type ServerLimits } from '../src/app.js';
 import type { ApiKey, ApiKeys } from '../src/auth.js';
 
 export const ALL_SCOPES: ApiKey['scopes'] = ['browsers', 'browser_pools', 'invocations'];
@@ -53,6 +53,8 @@ export interface RunningService {
   decisions: { decision: Decision; request: LimitRequest }[];
   /** Every error the app reported (answered 500). */
   errors: unknown[];
+  /** Connections the server holds open now. */
+  connections(): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -60,7 +62,7 @@ export interface RunningService {
 export async function startService(
   store: Store,
   keys: ApiKeys,
-  extra: Partial<Pick<AppOptions, 'pools' | 'browsers'>> = {},
+  extra: Partial<Pick<AppOptions, 'pools' | 'browsers'>> & { limits?: ServerLimits } = {},
 ): Promise<RunningService> {
   const decisions: RunningService['decisions'] = [];
   const errors: unknown[] = [];
@@ -69,8 +71,9 @@ export async function startService(
     fallback: memoryStore(),
     onDecision: (decision, request) => decisions.push({ decision, request }),
   });
-  const app = createApp({ limiter, keys, onError: (error) => errors.push(error), ...extra });
-  const server = createServiceServer(app);
+  const { limits, ...stores } = extra;
+  const app = createApp({ limiter, keys, onError: (error) => errors.push(error), ...stores });
+  const server = createServiceServer(app, limits);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
@@ -79,6 +82,10 @@ export async function startService(
     limiter,
     decisions,
     errors,
+    connections: () =>
+      new Promise((resolve, reject) =>
+        server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
+      ),
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
