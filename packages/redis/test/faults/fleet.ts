@@ -261,11 +261,13 @@ export function expectFaultHandled(scenario: string, run: PolicyRun, during: Dur
   const label = `${scenario}, policy '${run.policy}'`;
   expect(report.unhandled, label).toEqual([]);
   expect(run.exitCode, label).toBe(0);
-  // A process the machine does not schedule cannot settle anything on time: the loop delay tells that apart.
+  // A process the machine does not schedule cannot settle anything on time: the worst delay of its event loop (the
+  // timer that answers by policy fires that late) is added to the bound, so a busy machine does not fail the run and
+  // a store that holds a call past its budget on a punctual loop still does.
   expect(
     summary.maxSettleMs,
     `${label}: slowest call (the child's event loop ran up to ${report.loopDelayMaxMs.toFixed(0)} ms late)`,
-  ).toBeLessThanOrEqual(BUDGET_MS + SLACK_MS);
+  ).toBeLessThanOrEqual(BUDGET_MS + SLACK_MS + report.loopDelayMaxMs);
   // Nobody but Redis and the policy ever answers: no bare Error, no other code.
   const allowed = during === 'unaffected' ? ['store'] : ['store', ...BY_POLICY[run.policy]];
   expect(
