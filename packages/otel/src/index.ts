@@ -21,11 +21,12 @@ import {
   retryAfterSeconds,
   type Store,
 } from '@ratecard/core';
+import packageJson from '../package.json' with { type: 'json' };
 
 /** The instrumentation scope every instrument is created under; Prometheus shows it as `otel_scope_name`. */
 export const SCOPE_NAME = '@ratecard/otel';
-/** This package's version, reported as the scope version (`otel_scope_version`). */
-export const SCOPE_VERSION = '0.1.0';
+/** This package's version, reported as the scope version (`otel_scope_version`); set by changesets on release. */
+export const SCOPE_VERSION: string = packageJson.version;
 
 export interface LimiterMetricsOptions {
   /** Where the instruments come from; default the global provider that `@opentelemetry/api` holds. */
