@@ -1,9 +1,10 @@
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { publint } from 'publint';
 import { describe, expect, inject, it } from 'vitest';
-import { publicPackages } from './support/workspace.js';
+import { publicPackages, WORKSPACE, workspacePackages } from './support/workspace.js';
 
 const tarballs = inject('tarballs');
 
@@ -25,5 +26,30 @@ describe.each(publicPackages().map(({ dir, manifest }) => [manifest.name, dir] a
     // The JSON lists every resolution mode; like --profile node16 we leave out node10, which ignores `exports`
     // (every Node release ratecard supports, and every bundler, reads `exports`).
     expect(report.analysis.problems.filter((problem) => problem.resolutionKind !== 'node10')).toEqual([]);
+  });
+});
+
+describe('the release plan (.changeset/config.json)', () => {
+  const config = JSON.parse(readFileSync(join(WORKSPACE, '.changeset/config.json'), 'utf8')) as {
+    fixed: string[][];
+    privatePackages: { version: boolean; tag: boolean };
+  };
+
+  it('versions every public package together, and never a private one', () => {
+    expect(config.fixed).toEqual([['@ratecard/*']]);
+    expect(config.privatePackages).toEqual({ version: false, tag: false });
+    for (const { manifest } of publicPackages()) expect(manifest.name).toMatch(/^@ratecard\//);
+  });
+
+  it('has one version for all public packages, and every private @ratecard package at 0.0.0', () => {
+    expect(new Set(publicPackages().map(({ manifest }) => manifest.version)).size).toBe(1);
+    // A fixed group takes its highest member's version, private members included: a private package at 0.1.0
+    // would turn the first release's minor bump into 0.2.0.
+    const versioned = workspacePackages()
+      .map(({ manifest }) => manifest)
+      .filter(
+        ({ name, version, private: hidden }) => hidden === true && name.startsWith('@ratecard/') && version !== '0.0.0',
+      );
+    expect(versioned.map(({ name, version }) => `${name}@${version}`)).toEqual([]);
   });
 });

@@ -15,22 +15,27 @@ export interface Manifest {
   devDependencies?: Record<string, string>;
 }
 
-export interface PublicPackage {
+export interface WorkspacePackage {
   dir: string;
   manifest: Manifest;
 }
 
-/** Every package of the workspace that is not private, as pnpm lists them (so a new package is in without a word). */
-export function publicPackages(): PublicPackage[] {
+/** Every package of the workspace, as pnpm lists them (so a new package is in without a word), the root left out. */
+export function workspacePackages(): WorkspacePackage[] {
   const listed = JSON.parse(
     execFileSync('pnpm', ['ls', '--recursive', '--depth', '-1', '--json'], { cwd: WORKSPACE, encoding: 'utf8' }),
-  ) as { path: string; private?: boolean }[];
+  ) as { path: string }[];
   return listed
-    .filter((entry) => entry.private !== true)
     .map((entry) => ({
       dir: entry.path,
       manifest: JSON.parse(readFileSync(join(entry.path, 'package.json'), 'utf8')) as Manifest,
-    }));
+    }))
+    .filter(({ dir }) => join(dir, '/') !== WORKSPACE);
+}
+
+/** Every package of the workspace that is not private. */
+export function publicPackages(): WorkspacePackage[] {
+  return workspacePackages().filter(({ manifest }) => manifest.private !== true);
 }
 
 /** Import specifiers of every JavaScript export path of a package (`.` and subpaths, not JSON or package.json). */
