@@ -13,7 +13,9 @@ declare module 'cloudflare:workers' {
   }
 
   export abstract class DurableObject<Env = unknown> {
+    /** The object's state: its storage. */
     protected ctx: DurableObjectState;
+    /** The Worker's bindings. */
     protected env: Env;
     constructor(ctx: DurableObjectState, env: Env);
   }

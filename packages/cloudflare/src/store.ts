@@ -3,6 +3,10 @@ import type { BucketLimit } from './object.js';
 
 /** The calls the store makes on an organization's object: `RatecardBuckets`' methods, as a stub offers them. */
 export interface BucketsStub {
+  /**
+   * Charges the organization's buckets of `endpoint` for `limits`, all or nothing; null when it arrives past
+   * `deadline` (epoch ms), charging nothing. `now`: the caller's clock under clock 'client', else undefined.
+   */
   consume(
     endpoint: string,
     limits: readonly BucketLimit[],
@@ -10,7 +14,9 @@ export interface BucketsStub {
     now: number | undefined,
     deadline: number | undefined,
   ): Promise<Outcome[] | null>;
+  /** The outcomes consume would give now, charging nothing. */
   peek(endpoint: string, limits: readonly BucketLimit[], cost: number, now: number | undefined): Promise<Outcome[]>;
+  /** Forgets the buckets of `endpoint` named by `names` (a forgotten bucket is a full one). */
   reset(endpoint: string, names: readonly string[]): Promise<void>;
 }
 
@@ -19,10 +25,13 @@ export interface BucketsStub {
  * `RatecardBuckets` as BUCKETS.
  */
 export interface BucketsNamespace<Id = unknown> {
+  /** The id of the object named `name` (the store names an object by its organization). */
   idFromName(name: string): Id;
+  /** A stub that sends calls to the object of that id. */
   get(id: Id): BucketsStub;
 }
 
+/** What `durableObjectStore` takes. */
 export interface DurableObjectStoreOptions<Id = unknown> {
   /** The Durable Object namespace bound to the `RatecardBuckets` class (e.g. `env.BUCKETS`). */
   namespace: BucketsNamespace<Id>;

@@ -80,6 +80,7 @@ export function take(held: number, cost: number, limit: BucketShape): Outcome {
   return held >= need ? held - need : -1 - held;
 }
 
+/** True when the outcome is a refusal: nothing was charged. */
 export function isLimited(outcome: Outcome): boolean {
   return outcome < 0;
 }

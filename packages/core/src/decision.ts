@@ -15,6 +15,7 @@ export type DecisionSource =
   /** nobody needed to: the endpoint has no rule */
   | 'none';
 
+/** The limiter's answer to one request: admitted or not, and what the rate-limit headers report. */
 export interface Decision {
   /** 'unlimited': the endpoint has no rule and no bucket was touched. */
   mode: EndpointMode | 'unlimited';
@@ -48,6 +49,7 @@ export interface Decision {
 
 /** The figures of one limit of a decision (limitStates). */
 export interface LimitState {
+  /** The limit this state is about. */
   limit: Limit;
   /** This limit's bucket lacked `cost` tokens. */
   limited: boolean;

@@ -1,6 +1,7 @@
 import { describeValue, RateLimitError } from './errors.js';
 import { isLimit, type Limit, type Limits, limitList } from './limits.js';
 
+/** `'enforce'`: a limited request is refused (429); `'shadow'`: it is counted and reported, never refused. */
 export type EndpointMode = 'enforce' | 'shadow';
 
 /** The spec's rate-limit rules: only `POST /browsers` enforces; the others run in shadow mode (counted, never 429). */
@@ -22,11 +23,21 @@ export type EndpointLimits = Limits | Readonly<Record<string, Limits>>;
  * `'<METHOD> <path>'`: `:name` matches one segment, a last segment `*` any number of them (none included), and the
  * method `ALL` any method.
  */
-export type EndpointSpec = EndpointMode | Limits | { mode?: EndpointMode; limits?: EndpointLimits };
+export type EndpointSpec =
+  | EndpointMode
+  | Limits
+  | {
+      /** Default `'enforce'`. */
+      mode?: EndpointMode;
+      /** The rule's own limits; without them the plan's limits apply. */
+      limits?: EndpointLimits;
+    };
 
+/** An endpoint rule as the limiter holds it, parsed from its key and checked: what `limiter.rules` lists. */
 export interface EndpointRule {
   /** The rule key as configured, e.g. `'PUT /browser-pools/:id'`; buckets are named by it. */
   readonly key: string;
+  /** Whether a limited request is refused or only reported. */
   readonly mode: EndpointMode;
   /** An upper-case method, or 'ALL'. */
   readonly method: string;

@@ -11,7 +11,9 @@ export type RateLimitErrorCode =
   | 'store_timeout'
   | 'store_closed';
 
+/** The one error class ratecard throws; its `code` says which error it is. */
 export class RateLimitError extends Error {
+  /** Stable across versions: branch on it. */
   readonly code: RateLimitErrorCode;
 
   constructor(code: RateLimitErrorCode, message: string, options?: { cause?: unknown }) {

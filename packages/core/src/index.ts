@@ -1,3 +1,9 @@
+/**
+ * Limits and plans, exact token-bucket arithmetic, endpoint rules, the `Store` contract and `createLimiter`. No
+ * I/O: pair it with a store, `@ratecard/memory` or `@ratecard/redis`.
+ *
+ * @module @ratecard/core
+ */
 export {
   type BucketShape,
   ceilDiv,

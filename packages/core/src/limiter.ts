@@ -23,16 +23,25 @@ export interface LimitRequest extends Identity {
   cost?: number;
 }
 
+/** Which buckets `limiter.reset` makes full again. */
 export interface BucketRef {
+  /** Whose buckets: the organization (or user, key, IP) the requests named. */
   organization: string;
+  /** A rule key or a concrete `'<METHOD> <path>'`, as a request's `endpoint` gives it. */
   endpoint: string;
   /** The limits whose buckets to reset; default every limit the endpoint's rule, the plans and overrides use. */
   limits?: Limits;
 }
 
+/**
+ * What a decision does when the store fails or runs over `storeTimeoutMs`: `'fallback'` asks the fallback store,
+ * `'deny'` refuses the request, `'allow'` admits it, `'throw'` rejects with the store's error (docs/errors.md).
+ */
 export type StoreErrorPolicy = 'fallback' | 'deny' | 'allow' | 'throw';
 
+/** What `createLimiter` takes: the store, and the policy to state instead of the spec's defaults. */
 export interface LimiterOptions {
+  /** Where the buckets live: `memoryStore()`, `redisStore({ client })` or your own Store. */
   store: Store;
   /**
    * Own plans, each a limit or an array of limits: they replace the spec's four (SPEC_PLANS). Default: the spec's.
@@ -55,6 +64,7 @@ export interface LimiterOptions {
   storeTimeoutMs?: number;
 }
 
+/** Decides requests against their limits over one store; made by `createLimiter`. */
 export interface Limiter {
   /** Takes `cost` tokens (default 1) from each of the request's buckets, or from none, and says whether it may go on. */
   consume(request: LimitRequest): Promise<Decision>;

@@ -13,6 +13,7 @@ export interface Limit {
   readonly capacity: number;
   /** Tokens added every `intervalMs`. */
   readonly refill: number;
+  /** The refill period in milliseconds, at most a day (MAX_INTERVAL_MS). */
   readonly intervalMs: number;
   /** Units in one token: intervalMs / gcd(refill, intervalMs). */
   readonly unitsPerToken: number;
@@ -23,14 +24,19 @@ export interface Limit {
 /** One limit or several: a request is admitted only when every one of them admits it. */
 export type Limits = Limit | readonly Limit[];
 
+/** The three numbers of `tokenBucket`, each a whole number. */
 export interface TokenBucketOptions {
+  /** Most tokens the bucket holds: the burst. */
   capacity: number;
+  /** Tokens added every `intervalMs`, continuously. */
   refill: number;
+  /** The refill period in milliseconds, at most a day. */
   intervalMs: number;
   /** Default: the interval, as '1s', '10s', '1m', '1h', '1d' or '250ms'. */
   name?: string;
 }
 
+/** Options of `perSecond`, `perMinute`, `perHour` and `perDay`. */
 export interface PeriodOptions {
   /** Most tokens the bucket holds; default the rate itself. */
   burst?: number;

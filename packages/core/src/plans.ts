@@ -3,9 +3,18 @@ import { describeValue, RateLimitError } from './errors.js';
 import { type Limit, type Limits, limitList, perMinute } from './limits.js';
 
 /** Requests per minute of each plan, as the spec's rate-limit table gives them. */
-export const PLANS: { readonly developer: 10; readonly hobbyist: 25; readonly startup: 100; readonly enterprise: 250 } =
-  Object.freeze({ developer: 10, hobbyist: 25, startup: 100, enterprise: 250 });
+export const PLANS: {
+  /** Developer, the free plan: 10 requests per minute. */
+  readonly developer: 10;
+  /** Hobbyist: 25 requests per minute. */
+  readonly hobbyist: 25;
+  /** Start-Up, and every trial organization: 100 requests per minute. */
+  readonly startup: 100;
+  /** Enterprise: 250 requests per minute. */
+  readonly enterprise: 250;
+} = Object.freeze({ developer: 10, hobbyist: 25, startup: 100, enterprise: 250 });
 
+/** The name of one of the spec's four plans. */
 export type Plan = keyof typeof PLANS;
 
 /** The spec's plans as limits: `perMinute(rpm)` each. `createLimiter`'s default when no `plans` are given. */
@@ -31,6 +40,7 @@ export const MAX_LIMIT = 1_000_000_000;
  * an API key, an IP address.
  */
 export interface Identity {
+  /** Whose buckets: a non-empty name of at most 256 characters. */
   organization: string;
   /** A plan name: one of the limiter's `plans` (the spec's four by default). Not needed when `limits` are given. */
   plan?: Plan | (string & {});

@@ -1,6 +1,8 @@
 /**
  * Test helpers for store authors: the contract every Store must meet, the shared test vectors, and an exact model.
  * The suite is framework-neutral: pass `describe` and `it` from vitest, jest or node:test.
+ *
+ * @module @ratecard/core/testing
  */
 import vectorFile from '../vectors/token-bucket.json' with { type: 'json' };
 import { classicContract } from './testing/contract-classic.js';

@@ -1,14 +1,20 @@
 /** A lower-level detail inside an Error body (the spec's ErrorDetail). */
 export interface ErrorDetail {
+  /** A machine-readable code. */
   code?: string;
+  /** A human-readable message. */
   message?: string;
 }
 
 /** The body of every error response (the spec's Error). */
 export interface ErrorBody {
+  /** A machine-readable code: `rate_limit_exceeded` on a 429, `internal_error` on a 500. */
   code: string;
+  /** A human-readable message. */
   message: string;
+  /** Lower-level details, if any. */
   details?: ErrorDetail[];
+  /** The underlying error, if any. */
   inner_error?: ErrorDetail;
 }
 

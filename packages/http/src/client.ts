@@ -1,3 +1,9 @@
+/**
+ * `rateLimitedFetch()`: a `fetch` that waits out 429s and paces itself by whatever rate-limit headers a server
+ * sends, one budget per origin shared by its callers.
+ *
+ * @module @ratecard/http/client
+ */
 import { describeValue, RateLimitError } from '@ratecard/core';
 import {
   type Quota,
@@ -20,6 +26,7 @@ export interface Clock {
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
 }
 
+/** Options of `rateLimitedFetch`; every one has a default. */
 export interface RateLimitedFetchOptions {
   /** The fetch that sends the requests; default the global `fetch`, looked up per call. */
   fetch?: FetchFunction;
@@ -59,6 +66,7 @@ export interface WaitEvent {
 
 /** The reason attached to a 429 the client returns; `sent` is false when the client answered without sending. */
 export interface RefusalReason extends RateLimitReason {
+  /** True when the server answered the 429; false when the client answered without sending. */
   sent: boolean;
 }
 

@@ -17,9 +17,14 @@ export type Identify<Request> = (
   request: Request,
 ) => Identity | null | undefined | Promise<Identity | null | undefined>;
 
+/** Options of every middleware: the limiter, who is asking, and which headers to send. */
 export interface RateLimitOptions<Request> extends RateLimitHeaderOptions {
   /** The limiter from `createLimiter`; its rules decide which requests are counted. */
   limiter: Limiter;
+  /**
+   * Who is asking: `{ organization, plan }` or `{ organization, limits }`; null or undefined lets the request
+   * through uncounted.
+   */
   identify: Identify<Request>;
   /**
    * Called when the limiter fails and the middleware answers 500 (for example the store is down and the limiter's
@@ -32,18 +37,24 @@ export interface RateLimitOptions<Request> extends RateLimitHeaderOptions {
 export type Verdict =
   /** Go on to the handler, after setting these headers (none when the request was not counted). */
   | {
+      /** Call the handler. */
       readonly action: 'next';
+      /** Rate-limit headers to set on the handler's response. */
       readonly headers: Readonly<Record<string, string>>;
       /** The limiter's decision; null when no rule matched or `identify` returned null. */
       readonly decision: Decision | null;
     }
   /** Answer now: 429 for a denial, 500 when the limiter failed. */
   | {
+      /** Answer with `status`, `headers` and `body` instead of calling the handler. */
       readonly action: 'respond';
+      /** 429 for a denial, 500 when the limiter failed. */
       readonly status: 429 | 500;
+      /** The response's headers: rate-limit headers, `Retry-After` on a 429, and the content type. */
       readonly headers: Readonly<Record<string, string>>;
       /** The JSON Error body, serialised. */
       readonly body: string;
+      /** The limiter's decision; null when the limiter failed. */
       readonly decision: Decision | null;
       /** What made the limiter fail (500 only); report it, never send it. */
       readonly error?: unknown;
@@ -67,9 +78,13 @@ export function failed(error: unknown): Extract<Verdict, { action: 'respond' }> 
 
 /** The middleware options after validation; build once with `resolveOptions`, pass to `evaluate` per request. */
 export interface ResolvedOptions<Request> {
+  /** The limiter, checked to have `consume` and `ruleFor`. */
   readonly limiter: Limiter;
+  /** The `identify` function, checked to be one. */
   readonly identify: Identify<Request>;
+  /** Which headers to send, checked. */
   readonly headers: Readonly<RateLimitHeaderOptions>;
+  /** The failure reporter given, or undefined for the adapter's default. */
   readonly onError: ((error: unknown, request: Request) => void) | undefined;
 }
 

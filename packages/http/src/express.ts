@@ -1,3 +1,8 @@
+/**
+ * Express middleware (4 and 5): `rateLimit(options)`.
+ *
+ * @module @ratecard/http/express
+ */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import {
   evaluate,

@@ -1,3 +1,8 @@
+/**
+ * Fastify plugin (4 and 5): `rateLimit`, registered with its options.
+ *
+ * @module @ratecard/http/fastify
+ */
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { evaluate, type RateLimitOptions, reportError, resolveOptions } from './evaluate.js';
 

@@ -8,6 +8,7 @@ import {
   RateLimitError,
 } from '@ratecard/core';
 
+/** Which rate-limit headers to send besides the spec's `X-RateLimit-*` and `Retry-After`. */
 export interface RateLimitHeaderOptions {
   /**
    * Also send the IETF draft fields (draft-ietf-httpapi-ratelimit-headers): `RateLimit-Policy` and `RateLimit`, one

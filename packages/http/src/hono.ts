@@ -1,3 +1,8 @@
+/**
+ * Hono middleware, `rateLimit(options)`: on Node, Bun, Deno and Cloudflare Workers.
+ *
+ * @module @ratecard/http/hono
+ */
 import type { Context, MiddlewareHandler } from 'hono';
 import { evaluate, logToConsole, type RateLimitOptions, reportError, resolveOptions } from './evaluate.js';
 

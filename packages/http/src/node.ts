@@ -1,3 +1,8 @@
+/**
+ * Rate limiting for a node:http request listener: `withRateLimit(handler, options)`.
+ *
+ * @module @ratecard/http/node
+ */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describeValue, RateLimitError } from '@ratecard/core';
 import {

@@ -5,6 +5,7 @@ export type WaitSource = 'retry-after-ms' | 'retry-after' | 'ietf' | 'draft-6' |
 
 /** Why the client waits, or would have to wait. */
 export interface RateLimitReason {
+  /** Which response field set the wait. */
   source: WaitSource;
   /** Milliseconds until the server's budget allows the next request, counted from when this reason was given. */
   waitMs: number;

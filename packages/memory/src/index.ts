@@ -1,3 +1,8 @@
+/**
+ * ratecard's in-process store, `memoryStore()`: exact, bounded by `maxBuckets`, answering with plain values.
+ *
+ * @module @ratecard/memory
+ */
 import {
   type BucketShape,
   describeValue,
@@ -11,6 +16,7 @@ import {
   unitsAt,
 } from '@ratecard/core';
 
+/** Options of `memoryStore`; both have defaults. */
 export interface MemoryStoreOptions {
   /**
    * Clock in epoch milliseconds, called on every request; fractions are floored (bucket time is whole ms). Default:
@@ -25,6 +31,7 @@ export interface MemoryStoreOptions {
   maxBuckets?: number;
 }
 
+/** The memory store's counters, from `stats()`. */
 export interface MemoryStoreStats {
   /** Buckets held now. */
   buckets: number;

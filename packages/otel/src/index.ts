@@ -1,3 +1,9 @@
+/**
+ * OpenTelemetry metrics for ratecard through `@opentelemetry/api`: `limiterMetrics()` counts decisions, times store
+ * calls and observes the stores' counters.
+ *
+ * @module @ratecard/otel
+ */
 import {
   type Attributes,
   type BatchObservableResult,
@@ -21,12 +27,14 @@ import {
   retryAfterSeconds,
   type Store,
 } from '@ratecard/core';
+import packageJson from '../package.json' with { type: 'json' };
 
 /** The instrumentation scope every instrument is created under; Prometheus shows it as `otel_scope_name`. */
 export const SCOPE_NAME = '@ratecard/otel';
-/** This package's version, reported as the scope version (`otel_scope_version`). */
-export const SCOPE_VERSION = '0.1.0';
+/** This package's version, reported as the scope version (`otel_scope_version`); set by changesets on release. */
+export const SCOPE_VERSION: string = packageJson.version;
 
+/** Options of `limiterMetrics`; both have defaults. */
 export interface LimiterMetricsOptions {
   /** Where the instruments come from; default the global provider that `@opentelemetry/api` holds. */
   meterProvider?: MeterProvider;
@@ -39,23 +47,41 @@ export interface LimiterMetricsOptions {
 
 /** What `memoryStore()` of `@ratecard/memory` is: a store with its counters. */
 export interface MemoryStoreWithStats extends Store {
-  stats(): { buckets: number; dropped: number; evicted: number };
+  /** The store's counters now. */
+  stats(): {
+    /** Buckets held now. */
+    buckets: number;
+    /** Full buckets dropped by sweeps. */
+    dropped: number;
+    /** Buckets not yet full evicted at `maxBuckets`. */
+    evicted: number;
+  };
 }
 
 /** What `redisStore()` of `@ratecard/redis` is: a store with its counters. */
 export interface RedisStoreWithStats extends Store {
+  /** The store's counters now (`RedisStoreStats` of `@ratecard/redis` says more of each). */
   stats(): {
+    /** Consume calls sent to Redis. */
     sent: number;
+    /** Consume script calls made. */
     batches: number;
+    /** Consume calls answered by the deny cache. */
     denyCacheHits: number;
+    /** Buckets the deny cache remembers now. */
     denyCacheSize: number;
+    /** Times a node lacked a script and got it whole with EVAL. */
     scriptReloads: number;
+    /** Calls refused at once because the client was not ready. */
     unavailable: number;
+    /** Calls that charged nothing because their caller had stopped waiting. */
     expired: number;
+    /** Calls waiting to be sent now. */
     queued: number;
   };
 }
 
+/** Options of `limiterMetrics().memory` and `.redis`. */
 export interface StoreMetricsOptions {
   /**
    * Time the store's calls on `ratecard.store.duration`; default true. A memory store answers in well under a

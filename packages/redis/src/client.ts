@@ -58,6 +58,10 @@ export interface NodeRedisCluster {
   ): Promise<unknown>;
 }
 
+/**
+ * The clients the store takes: an ioredis or iovalkey `Redis` or `Cluster`, or a node-redis 5/6 `createClient()` or
+ * `createCluster()`, connected by the caller. Only the few members typed here are used.
+ */
 export type RedisClient = IoredisClient | NodeRedisClient | NodeRedisCluster;
 
 /** What the client can do now: send, wait (connecting or reconnecting), or nothing ever again (closed). */

@@ -1,3 +1,9 @@
+/**
+ * ratecard's Redis and Redis Cluster store, `redisStore({ client })`: buckets shared by every replica, one atomic Lua
+ * script per batch of calls, on ioredis, iovalkey or node-redis.
+ *
+ * @module @ratecard/redis
+ */
 import { RateLimitError } from '@ratecard/core';
 import { encodeName } from './keys.js';
 

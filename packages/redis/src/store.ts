@@ -18,6 +18,7 @@ import { PEEK } from './scripts/peek.js';
 import { RESET } from './scripts/reset.js';
 import { MAX_UPDATED_AT } from './value.js';
 
+/** Options of `redisStore`: the client, and how keys and time are kept. */
 export interface RedisStoreOptions {
   /** An ioredis `Redis` (standalone or Sentinel-managed) or `Cluster`, or anything with the same few members. */
   client: RedisClient;
@@ -31,6 +32,7 @@ export interface RedisStoreOptions {
   denyCacheSize?: number;
 }
 
+/** The Redis store's counters, from `stats()`. */
 export interface RedisStoreStats {
   /** Consume calls sent to Redis. */
   sent: number;

@@ -3,6 +3,8 @@
  * directories, without persistence, and makes sure nothing outlives the process. `redisForTests()` and
  * `redisClusterForTests()` honour a server given in the environment and decide what a suite does without one: fail
  * under CI=true, elsewhere skip with a loud warning.
+ *
+ * @module @ratecard/redis/testing
  */
 import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -13,8 +15,11 @@ import { Redis } from 'ioredis';
 
 const HOST = '127.0.0.1';
 
+/** Where a Redis node listens. */
 export interface RedisAddress {
+  /** The host name or address; `127.0.0.1` for a server started here. */
   host: string;
+  /** The TCP port. */
   port: number;
 }
 
@@ -32,6 +37,7 @@ export interface RedisServer extends RedisAddress {
   stop(): Promise<void>;
 }
 
+/** Options of `startRedis`; both have defaults. */
 export interface StartRedisOptions {
   /** Port to listen on; default a free one. */
   port?: number;
@@ -39,6 +45,7 @@ export interface StartRedisOptions {
   args?: readonly string[];
 }
 
+/** A Redis Cluster this process started, every node a `redis-server` of its own. */
 export interface RedisCluster {
   /** Every node, masters first: give them to `new Cluster(nodes)`. */
   readonly nodes: RedisAddress[];
@@ -50,6 +57,7 @@ export interface RedisCluster {
   stop(): Promise<void>;
 }
 
+/** Options of `startRedisCluster`; both have defaults. */
 export interface StartRedisClusterOptions {
   /** Master nodes, at least 3 (redis-cli's minimum); default 3. */
   masters?: number;
@@ -59,6 +67,7 @@ export interface StartRedisClusterOptions {
 
 /** What a Redis suite runs against: a server started here, or one named by the environment. */
 export interface RedisTarget extends RedisAddress {
+  /** The server's URL: REDIS_URL as given, or `redis://127.0.0.1:<port>`. */
   url: string;
   /** The server was given by REDIS_URL: it is shared, so a test must not kill it or flush it. */
   external: boolean;
@@ -66,10 +75,13 @@ export interface RedisTarget extends RedisAddress {
   stop(): Promise<void>;
 }
 
+/** What a Redis Cluster suite runs against: a cluster started here, or one named by the environment. */
 export interface RedisClusterTarget {
+  /** Every node: give them to `new Cluster(nodes)`. */
   nodes: RedisAddress[];
   /** The cluster was given by REDIS_CLUSTER_NODES. */
   external: boolean;
+  /** Stops a cluster started here; does nothing to an external one. */
   stop(): Promise<void>;
 }
 

@@ -3,7 +3,7 @@ import { memoryStore } from '@ratecard/memory';
 import { type RedisTarget, redisForTests } from '@ratecard/redis/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkConcurrentHobbyist, checkDeveloperBurst, checkOwnLimits, checkUnlimited } from './support/http.js';
-import { RUNTIMES, runFixture, runs, type Served, serveFixture, type TestResult } from './support/runtimes.js';
+import { probe, RUNTIMES, runFixture, runs, type Served, serveFixture, type TestResult } from './support/runtimes.js';
 
 /** The test names storeContractSuite declares, collected here without running them: each runtime must pass all. */
 function contractNames(name: string): string[] {
@@ -42,6 +42,12 @@ afterAll(async () => {
 
 describe.each(RUNTIMES.map((runtime) => [runtime.name, runtime] as const))('on %s', (name, runtime) => {
   const available = runs(name, runtime.command);
+
+  if (runtime.major !== undefined) {
+    it.runIf(available)(`is the Node.js ${runtime.major} line`, () => {
+      expect(probe(runtime.command)).toEqual({ version: expect.stringMatching(new RegExp(`^v${runtime.major}\\.`)) });
+    });
+  }
 
   describe.runIf(available)('the built packages', () => {
     let results: TestResult[] = [];

@@ -2,10 +2,13 @@ import type { Store } from '../store.js';
 
 /** The test functions a suite needs: vitest's, jest's or node:test's `describe` and `it`. */
 export interface TestApi {
+  /** Declares a group of tests; `body` declares them, at once. */
   describe(name: string, body: () => void): void;
+  /** Declares one test; `body` may return a promise, `timeout` is in ms. */
   it(name: string, body: () => unknown, timeout?: number): void;
 }
 
+/** How the contract suite makes and disposes of the stores it tests. */
 export interface StoreHarness {
   /** A store whose clock reads `now()` (epoch ms). Buckets may be shared with earlier stores: names are unique. */
   create(now: () => number): Store | Promise<Store>;

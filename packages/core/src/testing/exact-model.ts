@@ -67,7 +67,18 @@ function gcd(a: bigint, b: bigint): bigint {
  * A limit as the model reads it: a core `Limit` fits. `name` tells the buckets of one key apart (default ''); a bare
  * number n stands for the spec's `perMinute(n)` (named '1m', as core names it).
  */
-export type ModelLimit = { capacity: number; refill: number; intervalMs: number; name?: string } | number;
+export type ModelLimit =
+  | {
+      /** Most tokens the bucket holds. */
+      capacity: number;
+      /** Tokens added every `intervalMs`. */
+      refill: number;
+      /** The refill period in ms. */
+      intervalMs: number;
+      /** Tells the buckets of one key apart; default ''. */
+      name?: string;
+    }
+  | number;
 
 /** One limit's figures in a model decision. */
 export interface ExactDecision {
@@ -94,9 +105,11 @@ export interface ExactMultiDecision {
   retryAfter: number;
   /** The most restrictive limit, by index: when limited the one waiting longest, else the one with fewest whole tokens left; ties go to the first. */
   most: number;
-  /** Its capacity, whole tokens left and seconds until full. */
+  /** The most restrictive limit's capacity. */
   limit: number;
+  /** Whole tokens it holds after the request; 0 when limited. */
   remaining: number;
+  /** Whole seconds until it is full again. */
   resetAfter: number;
   /** Each limit's own figures, in order. */
   limits: ExactDecision[];

@@ -11,36 +11,51 @@ import { type Limit, tokenBucket } from '../limits.js';
 
 /** A limit's three numbers, as a step states them: `tokenBucket({ capacity, refill, intervalMs })`. */
 export interface VectorLimit {
+  /** Most tokens the bucket holds. */
   capacity: number;
+  /** Tokens added every `intervalMs`. */
   refill: number;
+  /** The refill period in ms. */
   intervalMs: number;
 }
 
 /** One operation on a bucket at a time `at` (epoch ms), with what must come of it. */
 export interface VectorStep {
+  /** The store's clock at this step, epoch ms. */
   at: number;
+  /** What the step asks of the store. */
   op: 'consume' | 'peek' | 'reset';
   /** The limit in force for this step; a case's steps all share one bucket (one limit name), whatever its shape. */
   limit: VectorLimit;
+  /** Tokens asked for. */
   cost: number;
   /** The store's Outcome (see bucket.ts), in units of this step's limit; absent for reset. */
   outcome?: number;
+  /** The bucket lacked `cost` tokens; absent for reset. */
   limited?: boolean;
+  /** Whole tokens left after the step, 0 when limited; absent for reset. */
   remaining?: number;
+  /** Whole seconds until the bucket holds `cost` tokens, 0 when admitted; absent for reset. */
   retryAfter?: number;
+  /** Whole seconds until the bucket is full; absent for reset. */
   resetAfter?: number;
 }
 
 /** A sequence of operations on one bucket, starting from a missing (full) bucket. */
 export interface VectorCase {
+  /** What the case exercises, e.g. 'random schedule, seed 20'. */
   name: string;
+  /** The operations, in order. */
   steps: VectorStep[];
 }
 
+/** The shared test vectors, `@ratecard/core/vectors/token-bucket.json`, as the contract suite reads them. */
 export interface VectorFile {
+  /** What the file is and how it was made. */
   description: string;
   /** How a step's outcome counts: in units of that step's limit (the formula, in words). */
   unit: string;
+  /** Every case, each on a bucket of its own. */
   cases: VectorCase[];
 }
 

