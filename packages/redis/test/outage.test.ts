@@ -1,6 +1,9 @@
+import { createLimiter } from '@ratecard/core';
+import { memoryStore } from '@ratecard/memory';
 import calculateSlot from 'cluster-key-slot';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bucketKey } from '../src/index.js';
+import { bucketKey, redisStore } from '../src/index.js';
 import {
   canStartRedis,
   type RedisCluster,
@@ -135,5 +138,57 @@ describe.skipIf(!canSpawn)('a cluster whose master is killed and restarted', () 
         await close();
       }
     }, 60_000);
+  }
+});
+
+describe.skipIf(!canSpawn)('a Redis out of memory (maxmemory, noeviction)', () => {
+  let server: RedisServer;
+  beforeAll(async () => {
+    server = await startRedis({ args: ['--maxmemory', '2mb', '--maxmemory-policy', 'noeviction'] });
+    // Filled until even a small write is refused: the buckets' script then fails with Redis' OOM error.
+    const filler = new Redis(server.url);
+    try {
+      for (let i = 0; ; i++) {
+        const reply = await filler.set(`filler:${i}`, 'x'.repeat(1_000)).catch(String);
+        if (reply.includes('OOM')) break;
+      }
+    } finally {
+      filler.disconnect();
+    }
+  });
+  afterAll(() => server.stop());
+
+  for (const kind of CLIENTS.filter((candidate) => !candidate.name.includes('RESP2'))) {
+    it(`logs one line when decisions move to the policy, with Redis' error, and one when they come back (${kind.name})`, async () => {
+      const { client, close } = await kind.standalone(server.url);
+      const lines: string[] = [];
+      const limiter = createLimiter({
+        store: redisStore({ client }),
+        fallback: memoryStore(),
+        log: (line) => lines.push(line),
+      });
+      const org = uniqueOrg('oom');
+      try {
+        const decisions = [];
+        for (let i = 0; i < 50; i++) decisions.push(await limiter.consume(request(org)));
+        expect(new Set(decisions.map((decision) => decision.source))).toEqual(new Set(['fallback']));
+        expect(lines).toHaveLength(1);
+        expect(lines[0]).toMatch(/^ratecard: the store failed \(store_unavailable: ratecard: Redis failed: .*OOM/);
+        expect(lines[0]).toContain("decisions go to the failure policy 'fallback'");
+        await redisCommand(server, ['CONFIG', 'SET', 'maxmemory', '0']);
+        try {
+          expect((await limiter.consume(request(org))).source).toBe('store');
+          await sleep(1_100);
+          await limiter.consume(request(org));
+        } finally {
+          await redisCommand(server, ['CONFIG', 'SET', 'maxmemory', '2mb']);
+        }
+        expect(lines).toHaveLength(2);
+        expect(lines[1]).toMatch(/^ratecard: the store answers again since .*'fallback' answered 50 decisions over/);
+      } finally {
+        await limiter.close();
+        await close();
+      }
+    });
   }
 });
