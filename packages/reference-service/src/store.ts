@@ -125,11 +125,8 @@ export async function openStore(config: Config): Promise<Backend> {
   }
   const url = config.redisUrl as string;
   // As docs/redis.md recommends: reconnect within half a second of Redis answering again (ioredis' own delays grow to
-  // 5 s), and let a call cut off by a lost connection fail rather than be sent after the policy has answered it.
-  const client = new Redis(url, {
-    retryStrategy: (attempt) => Math.min(attempt * 50, 500),
-    autoResendUnfulfilledCommands: false,
-  });
+  // 5 s).
+  const client = new Redis(url, { retryStrategy: (attempt) => Math.min(attempt * 50, 500) });
   await whenReady(client, redactUrl(url)).catch((error: unknown) => {
     client.disconnect();
     throw error;
