@@ -1,8 +1,9 @@
 // What a Redis outage costs a decision: under steady traffic, the Redis a limiter decides on (in a cluster, the
-// master of the traffic's slot) is killed with SIGKILL, kept down, and started again on the same port. Per client and
-// topology: how long decisions took while Redis was down, how long after Redis answered again the first decision came
+// master of the traffic's slot) is killed with SIGKILL, kept down, and started again on the same port (or, for
+// ioredis-oom, given a maxmemory below what it holds, then the bound lifted). Per client and topology: how long decisions took while Redis was down, how long after Redis answered again the first decision came
 // from Redis, and how many calls reached Redis after their caller had been answered (calls in flight when Redis was
-// killed, sent again by the client once it reconnected; the script refuses them, so they charge nothing).
+// killed, sent again by the client once it reconnected; the script refuses them, so they charge nothing), with the
+// limiter's log lines.
 // docs/reliability.md ("What an outage costs") says how to read it.
 //
 //   pnpm --filter @ratecard/benchmarks outage [--down-ms 2000] [--only <name>,...]
@@ -28,6 +29,8 @@ interface Connected {
 interface Scenario {
   name: string;
   cluster: boolean;
+  /** 'oom' instead of a kill: Redis holding 4 MB given a maxmemory of 2 MB (noeviction), then the bound lifted. */
+  oom?: boolean;
   connect(servers: readonly RedisServer[]): Promise<Connected>;
 }
 
@@ -62,6 +65,12 @@ const SCENARIOS: Scenario[] = [
     name: 'node-redis',
     cluster: false,
     connect: ([server]) => nodeRedisReady(createClient({ url: server?.url, socket: { reconnectStrategy: capped } })),
+  },
+  {
+    name: 'ioredis-oom',
+    cluster: false,
+    oom: true,
+    connect: ([server]) => ioredisReady(new Redis({ port: server?.port, host: server?.host, retryStrategy: capped })),
   },
   {
     name: 'ioredis-cluster',
@@ -115,6 +124,17 @@ function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 }
 
+/** Puts 4 MB in a server, then bounds its memory well below that: every write is refused for want of memory. */
+async function fill(server: RedisServer): Promise<void> {
+  const client = new Redis({ port: server.port, host: server.host });
+  try {
+    for (let i = 0; i < 4; i++) await client.set(`filler:${i}`, 'x'.repeat(1_000_000));
+    await client.config('SET', 'maxmemory', '2mb');
+  } finally {
+    client.disconnect();
+  }
+}
+
 /** An organization whose slot the first master serves (redis-cli gives it slots 0..5460). */
 async function organizationOn(master: RedisServer): Promise<string> {
   for (let i = 0; ; i++) {
@@ -124,7 +144,9 @@ async function organizationOn(master: RedisServer): Promise<string> {
 
 async function run(scenario: Scenario, downMs: number): Promise<string> {
   const cluster = scenario.cluster ? await startRedisCluster({ masters: 3 }) : undefined;
-  const servers = cluster?.masters ?? [await startRedis()];
+  const servers = cluster?.masters ?? [
+    await startRedis({ args: scenario.oom ? ['--maxmemory-policy', 'noeviction'] : [] }),
+  ];
   const victim = servers[0] as RedisServer;
   const { client, close } = await scenario.connect(servers);
   const lines: { at: number; line: string }[] = [];
@@ -144,10 +166,17 @@ async function run(scenario: Scenario, downMs: number): Promise<string> {
   const load = traffic(() => limiter.consume(request));
   try {
     await sleep(1_000);
-    const killedAt = performance.now();
-    await victim.kill();
-    await sleep(downMs);
-    await victim.restart();
+    let faultAt = performance.now();
+    if (scenario.oom) {
+      await fill(victim);
+      faultAt = performance.now();
+      await sleep(downMs);
+      await redisCommand(victim, ['CONFIG', 'SET', 'maxmemory', '0']);
+    } else {
+      await victim.kill();
+      await sleep(downMs);
+      await victim.restart();
+    }
     // restart() resolves once the server answers PING; a cluster node runs scripts once it sees the cluster ok again.
     while (scenario.cluster && !(await redisCommand(victim, ['CLUSTER', 'INFO'])).includes('cluster_state:ok')) {
       await sleep(5);
@@ -159,8 +188,8 @@ async function run(scenario: Scenario, downMs: number): Promise<string> {
       const took = calls.map((call) => call.end - call.start).sort((a, b) => a - b);
       return `p50 ${percentile(took, 50).toFixed(2)} ms, p99 ${percentile(took, 99).toFixed(2)} ms, max ${percentile(took, 100).toFixed(1)} ms`;
     };
-    const before = load.calls.filter((call) => call.start < killedAt);
-    const down = load.calls.filter((call) => call.start >= killedAt && call.start < backAt);
+    const before = load.calls.filter((call) => call.start < faultAt);
+    const down = load.calls.filter((call) => call.start >= faultAt && call.start < backAt);
     const byPolicy = down.filter((call) => call.source !== 'store').length;
     const firstFromRedis = load.calls
       .filter((call) => call.end >= backAt && call.source === 'store')
@@ -168,12 +197,12 @@ async function run(scenario: Scenario, downMs: number): Promise<string> {
     const stats = store.stats();
     return [
       `${scenario.name}:`,
-      `  before the kill, ${before.length} decisions: ${latency(before)}`,
+      `  before the fault, ${before.length} decisions: ${latency(before)}`,
       `  while Redis was down, ${down.length} decisions (${byPolicy} by the policy): ${latency(down)}`,
       `  first decision from Redis ${(firstFromRedis - backAt).toFixed(0)} ms after it answered again`,
       `  calls that reached Redis after their caller was answered (stats().late): ${stats.late}`,
       `  store counters: unavailable ${stats.unavailable}, expired ${stats.expired}, rerouted ${stats.rerouted}`,
-      ...lines.map(({ at, line }) => `  log at ${((at - killedAt) / 1000).toFixed(3)} s from the kill: ${line}`),
+      ...lines.map(({ at, line }) => `  log at ${((at - faultAt) / 1000).toFixed(3)} s from the fault: ${line}`),
     ].join('\n');
   } finally {
     await load.stop();
@@ -189,7 +218,7 @@ const { values } = parseArgs({
 const downMs = Number(values['down-ms']);
 const only = values.only?.split(',');
 console.log(
-  `Redis killed with SIGKILL under 8 loops of consume calls 1 ms apart, down ${downMs} ms, storeTimeoutMs 100 (default)`,
+  `Redis killed with SIGKILL (or, -oom, held to a maxmemory below what it holds) under 8 loops of consume calls 1 ms apart, down ${downMs} ms, storeTimeoutMs 100 (default)`,
 );
 for (const scenario of SCENARIOS) {
   if (only !== undefined && !only.includes(scenario.name)) continue;
