@@ -394,8 +394,8 @@ class RedisBucketStore implements RedisStore {
         if (unsent && error.why === 'down') {
           // By key they would wait in the client's retries past their deadlines.
           this.unavailable += n;
-          this.probe(route, batch, from);
-          return batch.rejectAll(new RateLimitError('store_unavailable', error.message), from, to);
+          batch.rejectAll(new RateLimitError('store_unavailable', error.message), from, to);
+          return this.probe(route, batch, from);
         }
         // The slot map was out of date (or names a master the client has no connection to): nothing ran (the script
         // reads every key before it writes one), so each call goes again by key, alone (all its keys in one script
@@ -421,7 +421,9 @@ class RedisBucketStore implements RedisStore {
     const done = (): void => {
       this.probing.delete(route);
     };
-    runScript(this.connection, PEEK, keys, ['', numbers], this.onReload).then(done, done);
+    // The time as consume would read it: a Redis that refuses TIME in scripts is run with clock 'client'.
+    const now = this.clientClock ? String(Math.max(0, Math.floor(this.now()))) : '';
+    runScript(this.connection, PEEK, keys, [now, numbers], this.onReload).then(done, done);
   }
 
   /** Where a slot's calls go, for telling which are overdue: its master in a cluster ('' if unknown), '' standalone. */
