@@ -226,7 +226,7 @@ class RedisBucketStore implements RedisStore {
     // Every key of the call has the organization as its hash tag: one slot.
     const slot = this.connection.cluster ? calculateSlot(keys[0] as string) : 0;
     const now = performance.now();
-    if (now > this.overdue.earliest && this.overdue.has(this.routeOf(slot), now)) {
+    if (now > this.overdue.earliest && this.overdue.unanswered(this.routeOf(slot))) {
       this.unavailable++;
       return Promise.reject(this.overdueError);
     }
@@ -568,11 +568,24 @@ function sharedError(code: 'store_unavailable' | 'store_timeout', message: strin
  * deadline of its calls. One past that deadline means Redis has kept a caller waiting past its budget (a hang, a
  * pause, a slow script, a master gone without a word): calls for that route are refused at once until Redis answers
  * it, and the answer that ends it is the probe.
+ *
+ * Past its deadline counts only once this process has since read what its sockets hold: after this process itself
+ * stalls (a long garbage collection, a starved CPU), timers and the calls they make run before the replies that came
+ * meanwhile are read, and those calls must not be refused for a Redis that did answer. So a deadline is compared with
+ * the time of the latest look taken after the event loop's poll phase (setImmediate), taken whenever a call finds a
+ * deadline passed: a real hang refuses calls from the loop's next turn on.
  */
 class Outstanding {
   private readonly byRoute = new Map<string, number[]>();
   /** The earliest deadline out anywhere; Infinity when none. A consume looks further only once it has passed. */
   earliest = Number.POSITIVE_INFINITY;
+  /** performance.now() of the latest look after a poll phase; deadlines before it were not answered by then. */
+  private lookedAt = Number.NEGATIVE_INFINITY;
+  private lookPending = false;
+  private readonly look = (): void => {
+    this.lookPending = false;
+    this.lookedAt = performance.now();
+  };
 
   add(route: string, deadline: number): void {
     if (deadline === Number.POSITIVE_INFINITY) return;
@@ -593,11 +606,15 @@ class Outstanding {
     this.earliest = earliest;
   }
 
-  /** Whether a call out on `route` is past its deadline at `now`. */
-  has(route: string, now: number): boolean {
+  /** Whether a call out on `route` was still unanswered past its deadline at the latest look (see the class). */
+  unanswered(route: string): boolean {
+    if (!this.lookPending) {
+      this.lookPending = true;
+      setImmediate(this.look);
+    }
     const deadlines = this.byRoute.get(route);
     if (deadlines === undefined) return false;
-    for (const deadline of deadlines) if (deadline < now) return true;
+    for (const deadline of deadlines) if (deadline < this.lookedAt) return true;
     return false;
   }
 }
