@@ -188,7 +188,7 @@ const QUIET_MS = 1_000;
 
 /** Decisions answered by the failure policy since the store last answered them all: what the log reports. */
 interface Outage {
-  /** performance.now() of that failure. */
+  /** performance.now() of the failure that began it. */
   readonly since: number;
   /** Decisions the policy answered (or, under 'throw', refused) since. */
   answered: number;
