@@ -62,6 +62,11 @@ export interface LimiterOptions {
   fallback?: Store;
   /** Longest a decision waits for the store, in ms; default 100. */
   storeTimeoutMs?: number;
+  /**
+   * Gets one line when decisions move to the failure policy (with the store's error) and one when the store answers
+   * them again (with how many the policy answered); default `console.warn`. Never a line per decision.
+   */
+  log?: (line: string) => void;
 }
 
 /** Decides requests against their limits over one store; made by `createLimiter`. */
@@ -171,13 +176,39 @@ function isStore(value: unknown): value is Store {
   );
 }
 
-/** Every store failure surfaces as a RateLimitError; the original error is its cause. */
+/** A store failure as a RateLimitError: the store's own when it gave one, else store_unavailable with it as cause. */
 function storeError(error: unknown): RateLimitError {
   if (error instanceof RateLimitError && (error.code === 'store_timeout' || error.code === 'store_unavailable')) {
     return error;
   }
   const detail = error instanceof Error ? error.message : describeValue(error);
   return new RateLimitError('store_unavailable', `ratecard: the store failed: ${detail}`, { cause: error });
+}
+
+/**
+ * The error a caller gets for a store failure (policy 'throw', reset): made here, so that its stack shows the call
+ * that failed, not where a store made an error it hands to many callers. `cause`: what the store rejected with.
+ */
+function failedCall(failure: RateLimitError, cause: unknown): RateLimitError {
+  return new RateLimitError(failure.code, failure.message, cause === undefined ? undefined : { cause });
+}
+
+/** How long the store must answer with no failure in between before the log says decisions came back. */
+const QUIET_MS = 1_000;
+
+/** Decisions answered by the failure policy since the store last answered them all: what the log reports. */
+interface Outage {
+  /** performance.now() of the failure that began it. */
+  readonly since: number;
+  /** Decisions the policy answered (or, under 'throw', refused) since. */
+  answered: number;
+  lastFailureAt: number;
+  /** performance.now() of the first store answer after the latest failure; undefined until there is one. */
+  backAt: number | undefined;
+}
+
+function seconds(ms: number): string {
+  return `${(ms / 1000).toFixed(1)} s`;
 }
 
 class TokenBucketLimiter implements Limiter {
@@ -188,6 +219,10 @@ class TokenBucketLimiter implements Limiter {
   private readonly policy: StoreErrorPolicy;
   private readonly fallback: Store | undefined;
   private readonly deadlines: DeadlineQueue;
+  /** The limiter's own timeout: one error for every call it expires (the policy answers them, see failedCall). */
+  private readonly timeout: RateLimitError;
+  private readonly log: (line: string) => void;
+  private outage: Outage | undefined;
   private closed = false;
   private warnedAboutHook = false;
 
@@ -252,10 +287,16 @@ class TokenBucketLimiter implements Limiter {
         `ratecard: storeTimeoutMs must be a positive number of milliseconds, got ${describeValue(budget)}`,
       );
     }
-    this.deadlines = new DeadlineQueue(
-      budget,
-      () => new RateLimitError('store_timeout', `ratecard: the store did not answer within ${budget} ms`),
-    );
+    const timeout = new RateLimitError('store_timeout', `ratecard: the store did not answer within ${budget} ms`);
+    this.timeout = timeout;
+    this.deadlines = new DeadlineQueue(budget, () => timeout);
+    if (options.log !== undefined && typeof options.log !== 'function') {
+      throw new RateLimitError(
+        'invalid_option',
+        `ratecard: log must be a function taking a line, got ${describeValue(options.log)}`,
+      );
+    }
+    this.log = options.log ?? ((line) => console.warn(line));
   }
 
   get rules(): readonly EndpointRule[] {
@@ -288,7 +329,7 @@ class TokenBucketLimiter implements Limiter {
     try {
       await this.deadlines.race(Promise.resolve(this.store.reset(bucket.organization, key, limits)));
     } catch (error) {
-      throw storeError(error);
+      throw failedCall(storeError(error), error === this.timeout ? undefined : error);
     }
   }
 
@@ -327,6 +368,7 @@ class TokenBucketLimiter implements Limiter {
     } catch (error) {
       return this.byPolicy(error, request, organization, operation, rule, limits, cost);
     }
+    if (this.outage !== undefined) this.storeAnswered();
     return this.report(decide(outcomes, rule, limits, cost, 'store'), request);
   }
 
@@ -341,17 +383,61 @@ class TokenBucketLimiter implements Limiter {
     cost: number,
   ): Promise<Decision> {
     const failure = storeError(error);
+    this.storeFailed(failure);
     const policy = this.policy;
     if (policy === 'allow' || policy === 'deny') {
       return this.report(decideWithoutStore(policy, rule, limits, cost), request);
     }
     const fallback = this.fallback;
-    if (policy === 'throw' || fallback === undefined) throw failure;
+    if (policy === 'throw' || fallback === undefined) {
+      throw failedCall(failure, error === this.timeout ? undefined : error);
+    }
     const outcomes =
       operation === 'consume'
         ? await fallback.consume(organization, rule.key, limits, cost)
         : await fallback.peek(organization, rule.key, limits, cost);
     return this.report(decide(outcomes, rule, limits, cost, 'fallback'), request);
+  }
+
+  /** Counts a decision the policy answers; the first since the store last answered them all gets a log line. */
+  private storeFailed(failure: RateLimitError): void {
+    const now = performance.now();
+    let outage = this.outage;
+    if (outage === undefined) {
+      outage = { since: now, answered: 0, lastFailureAt: now, backAt: undefined };
+      this.outage = outage;
+      this.say(
+        `ratecard: the store failed (${failure.code}: ${failure.message}); decisions go to the failure policy '${this.policy}' until it answers again`,
+      );
+    }
+    outage.answered++;
+    outage.lastFailureAt = now;
+    outage.backAt = undefined;
+  }
+
+  /**
+   * A decision the store answered during an outage. The outage ends, with a log line, once the store has answered
+   * for QUIET_MS with no failure: a cluster with one master down fails some calls and answers others all along, and
+   * must not get a line per call.
+   */
+  private storeAnswered(): void {
+    const outage = this.outage as Outage;
+    const now = performance.now();
+    if (outage.backAt === undefined) outage.backAt = now;
+    if (now - outage.lastFailureAt < QUIET_MS) return;
+    this.outage = undefined;
+    const backAt = new Date(Date.now() - (now - outage.backAt)).toISOString();
+    this.say(
+      `ratecard: the store answers again since ${backAt}; the failure policy '${this.policy}' answered ${outage.answered} decision${outage.answered === 1 ? '' : 's'} over ${seconds(outage.backAt - outage.since)}`,
+    );
+  }
+
+  private say(line: string): void {
+    try {
+      this.log(line);
+    } catch {
+      // A broken logger must not break decisions.
+    }
   }
 
   private checkOpen(): void {

@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   createLimiter,
   type Decision,
@@ -23,8 +23,9 @@ afterEach(async () => {
 function make(options: Partial<Parameters<typeof createLimiter>[0]> = {}) {
   const store = new ScriptedStore();
   const fallback = new ScriptedStore();
-  limiter = createLimiter({ store, fallback, storeTimeoutMs: 50, ...options });
-  return { store, fallback, limiter };
+  const lines: string[] = [];
+  limiter = createLimiter({ store, fallback, storeTimeoutMs: 50, log: (line) => lines.push(line), ...options });
+  return { store, fallback, limiter, lines };
 }
 
 async function rejection(promise: Promise<unknown>): Promise<RateLimitError> {
@@ -246,6 +247,75 @@ describe('failure policy', () => {
     expect((await pending).source).toBe('fail-open');
     expect(store.closed).toBe(true);
     expect((await rejection(limiter.consume(developer))).code).toBe('store_closed');
+  });
+
+  it("'throw' on a timeout rejects with an error whose stack shows the call, not the limiter's timer", async () => {
+    const { store, limiter } = make({ onStoreError: 'throw' });
+    store.behaviour = 'hang';
+    const error = await rejection(limiter.consume(developer));
+    expect(error.code).toBe('store_timeout');
+    expect(error.cause).toBeUndefined();
+    expect(error.stack).toContain('limiter.test.ts');
+    expect(error.stack).not.toMatch(/deadlines|listOnTimeout|processTimers/);
+  });
+
+  it("'throw' gives each call an error of its own, the store's error as its cause, even when the store reuses one", async () => {
+    const shared = new RateLimitError('store_unavailable', 'ratecard: the test client lost its connection');
+    const { store, limiter } = make({ onStoreError: 'throw' });
+    store.consume = () => Promise.reject(shared);
+    const [first, second] = [await rejection(limiter.consume(developer)), await rejection(limiter.consume(developer))];
+    expect(first).not.toBe(second);
+    expect(first).toMatchObject({ code: 'store_unavailable', message: shared.message, cause: shared });
+    expect(first.stack).toContain('limiter.test.ts');
+  });
+
+  it('logs one line when decisions move to the policy and one when the store has answered for a second', async () => {
+    vi.useFakeTimers({ toFake: ['performance', 'Date'] });
+    try {
+      const { store, limiter, lines } = make({ onStoreError: 'deny' });
+      store.behaviour = 'reject';
+      for (let i = 0; i < 5; i++) await limiter.consume(developer);
+      expect(lines).toEqual([
+        "ratecard: the store failed (store_unavailable: ratecard: the store failed: connection refused); decisions go to the failure policy 'deny' until it answers again",
+      ]);
+      vi.advanceTimersByTime(500);
+      // Answers among failures, as with one master of a cluster down, are no way back yet.
+      store.behaviour = 'answer';
+      await limiter.consume(developer);
+      store.behaviour = 'reject';
+      await limiter.consume(developer);
+      store.behaviour = 'answer';
+      const backAt = new Date().toISOString();
+      await limiter.consume(developer);
+      vi.advanceTimersByTime(999);
+      await limiter.consume(developer);
+      expect(lines).toHaveLength(1);
+      vi.advanceTimersByTime(1);
+      await limiter.consume(developer);
+      expect(lines.slice(1)).toEqual([
+        `ratecard: the store answers again since ${backAt}; the failure policy 'deny' answered 6 decisions over 0.5 s`,
+      ]);
+      // After a quiet second with no traffic, the first answer ends the outage at once.
+      store.behaviour = 'reject';
+      await limiter.consume(developer);
+      vi.advanceTimersByTime(3_000);
+      store.behaviour = 'answer';
+      await limiter.consume(developer);
+      expect(lines).toHaveLength(4);
+      expect(lines[3]).toMatch(/answered 1 decision over 3\.0 s$/);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('keeps deciding when the log throws', async () => {
+    const { store, limiter } = make({
+      log: () => {
+        throw new Error('the log is broken');
+      },
+    });
+    store.behaviour = 'reject';
+    expect((await limiter.consume(developer)).source).toBe('fallback');
   });
 
   it('resets the store and the fallback', async () => {

@@ -492,7 +492,7 @@ class OtelLimiterMetrics implements LimiterMetrics {
     );
     const unavailable = counter(
       'ratecard.redis.calls.unavailable',
-      'Calls refused at once because the Redis client was not ready (connecting, reconnecting, closed).',
+      'Calls refused at once: the Redis client had lost its connection (or was closed), or Redis kept a call past its budget.',
     );
     const queued = gauge('ratecard.redis.calls.queued', 'Consume calls waiting to be sent now.', '{call}');
     const scriptCalls = counter('ratecard.redis.script.calls', 'Consume script calls made (each carries a batch).');

@@ -102,8 +102,10 @@ export type SendCalls = (batch: CallBatch, from: number, to: number) => Promise<
  *   outstanding and the queue grows, so it is also pruned whenever it has doubled since it was last pruned: it holds
  *   about one budget's worth of calls, however long the hang lasts.
  *
- * - While the client connects or reconnects, calls wait here (not in the client's offline queue, where they would
- *   outlive their deadlines), expired ones are dropped, and a flush looks again every READY_POLL_MS.
+ * - While the client connects (before it was first ready; in a cluster, also to a master it has not reached yet),
+ *   calls wait here (not in the client's offline queue, where they would outlive their deadlines), expired ones are
+ *   dropped, and a flush looks again every READY_POLL_MS. A client that lost its connection gets no calls: the store
+ *   refuses them when they are made (see the store's consume).
  *
  * Standalone, a flush is one script call per `maxPerCall` calls. In a cluster, calls are grouped by the master that
  * serves their slot (a call's key is in its organization's slot), as the client's slot map has it: one script
@@ -144,6 +146,21 @@ export class AutoBatcher {
       this.pruneAt = Math.max(PRUNE_FLOOR, 2 * this.batch.length);
     }
     this.schedule();
+  }
+
+  /**
+   * Takes calls `from`..`to` of a batch back, to be sent again in READY_POLL_MS (their master is connecting); those
+   * past their deadline by then are dropped.
+   */
+  retryLater(batch: CallBatch, from: number, to: number): void {
+    const later = new CallBatch();
+    for (let i = from; i < to; i++) later.takeFrom(batch, i);
+    const timer = setTimeout(() => {
+      for (let i = 0; i < later.length; i++) this.batch.takeFrom(later, i);
+      this.schedule();
+    }, READY_POLL_MS);
+    // Nothing here should keep a process alive: the limiter's own timer answers every waiting caller.
+    (timer as { unref?: () => void }).unref?.();
   }
 
   /** Rejects every call still waiting to be sent: none of them will be (the store is closing). */

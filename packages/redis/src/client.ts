@@ -64,8 +64,11 @@ export interface NodeRedisCluster {
  */
 export type RedisClient = IoredisClient | NodeRedisClient | NodeRedisCluster;
 
-/** What the client can do now: send, wait (connecting or reconnecting), or nothing ever again (closed). */
-export type ClientState = 'ready' | 'waiting' | 'closed';
+/**
+ * What the client can do now: send; wait (connecting, before it was ever ready); nothing until it reconnects (down: it
+ * was ready and lost its connection); or nothing ever again (closed).
+ */
+export type ClientState = 'ready' | 'waiting' | 'down' | 'closed';
 
 /** The store's one port to Redis: each client gets a thin adapter of this shape (see `connectionTo`). */
 export interface Connection {
@@ -91,21 +94,26 @@ export interface Connection {
 }
 
 /**
- * The master was not reached directly, and nothing was sent. `down`: its connection is broken (the master failed or
- * restarts); `false`: the client has not connected to it yet (ioredis connects to a node on its first command), so
- * the calls may go by key.
+ * Why a master was not reached directly; nothing was sent. 'connecting': the client is connecting to it (ioredis
+ * connects to a node on its first command), so the calls wait for it; 'down': its connection is broken (the master
+ * failed or restarts); 'unknown': the client has no connection to that address, so the calls go by key.
  */
+export type NoRoute = 'connecting' | 'down' | 'unknown';
+
 export class NoDirectRoute extends Error {
   constructor(
     master: string,
-    readonly down: boolean,
+    readonly why: NoRoute,
   ) {
-    super(`ratecard: no ready connection to the cluster master ${master}`);
+    super(
+      why === 'down'
+        ? `ratecard: the client lost its connection to the cluster master ${master}; its calls are refused at once until it is back`
+        : `ratecard: no ready connection to the cluster master ${master} (${why})`,
+    );
   }
 }
 
-const noDirectRoute = (master: string, down: boolean): Promise<never> =>
-  Promise.reject(new NoDirectRoute(master, down));
+const noDirectRoute = (master: string, why: NoRoute): Promise<never> => Promise.reject(new NoDirectRoute(master, why));
 
 /** RESP's blob string type (`$`), mapped to Buffer so packed replies arrive as bytes under RESP2 and RESP3. */
 const BUFFERS: NodeRedisCommandOptions = { typeMapping: { 36: Buffer } };
@@ -113,6 +121,8 @@ const BUFFERS: NodeRedisCommandOptions = { typeMapping: { 36: Buffer } };
 function ioredisConnection(client: IoredisClient): Connection {
   let connectAsked = false;
   const cluster = client.isCluster === true;
+  /** Masters this client had a ready connection to: one it has dropped since (a connection that ended) is down. */
+  const reached = new Set<string>();
   return {
     kind: 'ioredis',
     cluster,
@@ -134,14 +144,15 @@ function ioredisConnection(client: IoredisClient): Connection {
       sendToMaster(master: string, args: (string | Buffer)[]) {
         const node = client.nodes?.('master').find((n) => `${n.options.host}:${n.options.port}` === master);
         // A node that is not ready would keep the command in its offline queue, past the caller's deadline.
-        if (node === undefined) return noDirectRoute(master, false);
+        if (node === undefined) return noDirectRoute(master, reached.has(master) ? 'down' : 'unknown');
         if (node.status === 'wait') {
-          // The cluster connects to a node on its first command; this call goes by key, later ones straight there.
+          // The cluster connects to a node on its first command, and the store sends none before it is ready: ask.
           node.connect?.().then(undefined, () => undefined);
-          return noDirectRoute(master, false);
+          return noDirectRoute(master, 'connecting');
         }
-        if (node.status === 'connecting' || node.status === 'connect') return noDirectRoute(master, false);
-        if (node.status !== 'ready') return noDirectRoute(master, true);
+        if (node.status === 'connecting' || node.status === 'connect') return noDirectRoute(master, 'connecting');
+        if (node.status !== 'ready') return noDirectRoute(master, 'down');
+        reached.add(master);
         return node.callBuffer(args[0] as string, args.slice(1));
       },
     }),
@@ -169,8 +180,8 @@ function nodeRedisClusterConnection(cluster: NodeRedisCluster): Connection {
     masterOf: (slot) => cluster.slots[slot]?.master.address,
     sendToMaster(master, args) {
       const client = cluster.masters.find((node) => node.address === master)?.client;
-      if (client === undefined) return noDirectRoute(master, false);
-      if (!client.isReady) return noDirectRoute(master, true);
+      if (client === undefined) return noDirectRoute(master, 'unknown');
+      if (!client.isReady) return noDirectRoute(master, client.isOpen ? 'down' : 'unknown');
       return client.sendCommand(args, BUFFERS);
     },
   };
@@ -181,13 +192,31 @@ export function connectionTo(client: unknown): Connection | undefined {
   if (typeof client !== 'object' || client === null) return undefined;
   const candidate = client as Partial<IoredisClient & NodeRedisClient & NodeRedisCluster>;
   if (typeof candidate.callBuffer === 'function' && typeof candidate.status === 'string') {
-    return ioredisConnection(client as IoredisClient);
+    return rememberingReady(ioredisConnection(client as IoredisClient));
   }
   if (typeof candidate.sendCommand === 'function' && typeof candidate.isOpen === 'boolean') {
-    if (Array.isArray(candidate.masters)) return nodeRedisClusterConnection(client as NodeRedisCluster);
-    if (typeof candidate.isReady === 'boolean') return nodeRedisConnection(client as NodeRedisClient);
+    if (Array.isArray(candidate.masters))
+      return rememberingReady(nodeRedisClusterConnection(client as NodeRedisCluster));
+    if (typeof candidate.isReady === 'boolean') return rememberingReady(nodeRedisConnection(client as NodeRedisClient));
   }
   return undefined;
+}
+
+/**
+ * The adapter, its state 'down' where the client waits after it was once ready: a client that connects at startup is
+ * worth waiting for within the budget, one that lost its connection is not (it reconnects on its own schedule, often
+ * seconds away, and every call would wait out its budget meanwhile).
+ */
+function rememberingReady(connection: Connection): Connection {
+  const state = connection.state;
+  let wasReady = false;
+  connection.state = () => {
+    const now = state();
+    if (now === 'ready') wasReady = true;
+    else if (now === 'waiting' && wasReady) return 'down';
+    return now;
+  };
+  return connection;
 }
 
 function isNoScript(error: unknown): boolean {
@@ -221,7 +250,7 @@ export function runScriptOnMaster(
   onReload: () => void,
 ): Promise<unknown> {
   const sendToMaster = connection.sendToMaster;
-  if (sendToMaster === undefined) return noDirectRoute(master, false);
+  if (sendToMaster === undefined) return noDirectRoute(master, 'unknown');
   return retryWithText((command) => sendToMaster(master, [...command, '0', ...args]), script, onReload);
 }
 

@@ -46,7 +46,10 @@ export interface RedisStoreStats {
   denyCacheSize: number;
   /** Times a node did not hold a script (NOSCRIPT) and got it whole with EVAL. */
   scriptReloads: number;
-  /** Calls refused at once because the client was not ready (connecting, reconnecting, closed). */
+  /**
+   * Calls refused at once: the client had lost its connection (or was closed), or Redis (in a cluster, the call's
+   * master) had kept a call unanswered past its deadline. Each is answered by the limiter's failure policy.
+   */
   unavailable: number;
   /**
    * Calls that charged nothing because their caller had stopped waiting (the limiter's policy had answered them):
@@ -54,6 +57,11 @@ export interface RedisStoreStats {
    * reached too late (held in a paused or hung server, or sent again by the client after it reconnected).
    */
   expired: number;
+  /**
+   * Of `expired`: calls that reached Redis after their caller had stopped waiting (held in a hung or paused server,
+   * or sent again by the client after it reconnected), refused by the script, so they charged nothing.
+   */
+  late: number;
   /**
    * Cluster calls sent again one by one, by key, because the master they were grouped for no longer served their
    * slot (a migration or failover the client's slot map had not caught up with); the first try ran nothing.
@@ -115,8 +123,14 @@ class RedisBucketStore implements RedisStore {
   private readonly now: () => number;
   private readonly denies: DenyCache;
   private readonly batcher: AutoBatcher;
-  /** One error per client state: an outage may refuse thousands of calls a second, and a stack each costs more. */
+  /**
+   * One error per client state: an outage may refuse thousands of calls a second, and a stack each costs more. The
+   * limiter gives each of its callers an error of its own (see sharedError).
+   */
   private readonly notReadyErrors = new Map<ClientState, RateLimitError>();
+  private readonly overdue = new Outstanding();
+  /** Cluster masters being probed while down (see probe). */
+  private readonly probing = new Set<string>();
   private closed = false;
   private sent = 0;
   private batches = 0;
@@ -124,6 +138,7 @@ class RedisBucketStore implements RedisStore {
   private scriptReloads = 0;
   private unavailable = 0;
   private expired = 0;
+  private late = 0;
   private rerouted = 0;
   /** Resets so far: a denial sent before the latest one must not go back into the deny cache. */
   private resets = 0;
@@ -135,9 +150,13 @@ class RedisBucketStore implements RedisStore {
    */
   private readonly redisAhead = new Map<string, number>();
   /** One error for every expired call: nobody reads it (the caller has stopped waiting), so it needs no stack each. */
-  private readonly expiredError = new RateLimitError(
+  private readonly expiredError = sharedError(
     'store_timeout',
     'ratecard: the call reached Redis past its deadline, or waited to be sent until then',
+  );
+  private readonly overdueError = sharedError(
+    'store_timeout',
+    'ratecard: Redis has not answered a call within its budget; calls are refused at once until it answers',
   );
 
   constructor(options: RedisStoreOptions) {
@@ -202,11 +221,19 @@ class RedisBucketStore implements RedisStore {
       const cached = this.denies.answer(key, limits[0] as Limit, cost, this.cacheTime());
       if (cached !== undefined) return Promise.resolve([cached]);
     }
-    if (this.connection.state() === 'closed') return Promise.reject(this.notReady());
+    // A client that lost its connection, or a Redis that keeps a call past its deadline, gets no more calls: each
+    // would wait out its budget. Both checks are a comparison while Redis is well.
+    const state = this.connection.state();
+    if (state === 'down' || state === 'closed') return Promise.reject(this.notReady(state));
     // The key's hash tag is the organization.
     const slot = this.connection.cluster ? calculateSlot(key) : 0;
+    const now = performance.now();
+    if (now > this.overdue.earliest && this.overdue.unanswered(this.routeOf(slot))) {
+      this.unavailable++;
+      return Promise.reject(this.overdueError);
+    }
     // Counted from now, before the caller starts its own count: the store gives up on the call first.
-    const deadline = budgetMs === undefined ? Number.POSITIVE_INFINITY : performance.now() + budgetMs;
+    const deadline = budgetMs === undefined ? Number.POSITIVE_INFINITY : now + budgetMs;
     return new Promise<Outcome[]>((resolve, reject) => {
       this.batcher.add(key, slot, limits, cost, deadline, { resolve, reject });
     });
@@ -250,6 +277,7 @@ class RedisBucketStore implements RedisStore {
       scriptReloads: this.scriptReloads,
       unavailable: this.unavailable,
       expired: this.expired,
+      late: this.late,
       rerouted: this.rerouted,
       queued: this.batcher.queued,
     };
@@ -263,7 +291,8 @@ class RedisBucketStore implements RedisStore {
 
   /** Runs a script on one call's keys, refusing at once when the client could only queue it in its offline queue. */
   private run(script: LuaScript, keys: readonly string[], args: (string | Buffer)[]): Promise<unknown> {
-    if (this.connection.state() !== 'ready') return Promise.reject(this.notReady());
+    const state = this.connection.state();
+    if (state !== 'ready') return Promise.reject(this.notReady(state));
     return runScript(this.connection, script, keys, args, this.onReload).then(undefined, (error: unknown) => {
       throw failure(error);
     });
@@ -280,9 +309,11 @@ class RedisBucketStore implements RedisStore {
 
   /** Sends calls `from`..`to` of a batch as one consume script call and settles each from the reply. */
   private readonly sendConsume = (batch: CallBatch, from: number, to: number): Promise<void> => {
-    // A half held for the client's next turn (see AutoBatcher) may find the store closed since.
-    if (this.closed || this.connection.state() === 'closed') {
-      batch.rejectAll(this.closed ? this.closedError() : this.notReady(), from, to);
+    // A half held for the client's next turn (see AutoBatcher) may find the store closed since, and a flush may find
+    // the connection lost since its calls were queued.
+    const state = this.connection.state();
+    if (this.closed || state === 'closed' || state === 'down') {
+      batch.rejectAll(this.closed ? this.closedError() : this.notReady(state, to - from), from, to);
       return Promise.resolve();
     }
     let now: number | undefined;
@@ -331,27 +362,72 @@ class RedisBucketStore implements RedisStore {
     if (n > this.largestBatch) this.largestBatch = n;
     const sentAt = performance.now();
     const resets = this.resets;
-    const settle = (reply: unknown): void =>
-      this.settleConsume(batch, from, to, reply, now, sentAt, resets === this.resets, server);
     const master = batch.master;
+    const route = master ?? this.routeOf(batch.slots[from] as number);
+    this.overdue.add(route, firstDeadline);
+    const settle = (reply: unknown): void => {
+      this.overdue.remove(route, firstDeadline);
+      this.settleConsume(batch, from, to, reply, now, sentAt, resets === this.resets, server);
+    };
     if (master === undefined) {
-      return runScript(this.connection, CONSUME, keys, args, this.onReload).then(settle, (error) =>
-        batch.rejectAll(failure(error), from, to),
-      );
+      return runScript(this.connection, CONSUME, keys, args, this.onReload).then(settle, (error) => {
+        this.overdue.remove(route, firstDeadline);
+        batch.rejectAll(failure(error), from, to);
+      });
     }
     return runScriptOnMaster(this.connection, master, CONSUME_ON_MASTER, [...args, ...keys], this.onReload).then(
       settle,
       (error: unknown) => {
-        if (!notRunBecauseMoved(error)) return batch.rejectAll(failure(error), from, to);
-        // The slot map was out of date: nothing ran (the script reads every key before it writes one), so each call
-        // goes again by key, alone (all its keys in one script call), and the client follows MOVED or ASK for it.
+        this.overdue.remove(route, firstDeadline);
+        const unsent = error instanceof NoDirectRoute;
+        if (!unsent && !notRunBecauseMoved(error)) return batch.rejectAll(failure(error), from, to);
         this.sent -= n;
         this.batches--;
+        if (unsent && error.why === 'connecting') {
+          // The client connects to that master now (a fresh client does so on its first call to each): the calls
+          // wait for it, expired ones dropped, and leave batched rather than one by one.
+          this.batcher.retryLater(batch, from, to);
+          return;
+        }
+        if (unsent && error.why === 'down') {
+          // By key they would wait in the client's retries past their deadlines.
+          this.unavailable += n;
+          batch.rejectAll(new RateLimitError('store_unavailable', error.message), from, to);
+          return this.probe(route, batch, from);
+        }
+        // The slot map was out of date (or names a master the client has no connection to): nothing ran (the script
+        // reads every key before it writes one), so each call goes again by key, alone, and the client follows MOVED
+        // or ASK for it.
         this.rerouted += n;
         return this.sendByKey(batch, from, to);
       },
     );
   };
+
+  /**
+   * While a cluster master is down, one call's buckets are peeked by key (charging nothing), one probe at a time: an
+   * ioredis Cluster connects again to a node it dropped only when a command is routed there, and follows MOVED to a
+   * promoted replica. Once the client has a ready connection to the slot's master again, calls go there directly.
+   */
+  private probe(route: string, batch: CallBatch, i: number): void {
+    if (this.probing.has(route)) return;
+    this.probing.add(route);
+    const limits = batch.limits[i] as readonly Limit[];
+    const numbers = Buffer.allocUnsafe(packedSize(limits));
+    packCall(numbers, 0, limits, batch.costs[i] as number);
+    const keys = [batch.keys[i] as string];
+    const done = (): void => {
+      this.probing.delete(route);
+    };
+    // The time as consume would read it: a Redis that refuses TIME in scripts is run with clock 'client'.
+    const now = this.clientClock ? String(Math.max(0, Math.floor(this.now()))) : '';
+    runScript(this.connection, PEEK, keys, [now, numbers], this.onReload).then(done, done);
+  }
+
+  /** Where a slot's calls go, for telling which are overdue: its master in a cluster ('' if unknown), '' standalone. */
+  private routeOf(slot: number): string {
+    return this.connection.masterOf?.(slot) ?? '';
+  }
 
   /** Sends calls one by one, each routed by its key; those past their deadline are dropped unsent. */
   private sendByKey(batch: CallBatch, from: number, to: number): Promise<void> {
@@ -394,6 +470,7 @@ class RedisBucketStore implements RedisStore {
     }
     if (server !== undefined) this.redisAhead.set(server, reply.readDoubleLE(0) - sentAt);
     if (reply.length === 8) {
+      this.late += n;
       batch.rejectAll(this.onExpired(n), from, to);
       return;
     }
@@ -456,13 +533,17 @@ class RedisBucketStore implements RedisStore {
     return now;
   }
 
-  private notReady(): RateLimitError {
-    this.unavailable++;
-    const state = this.connection.state();
+  private notReady(state: ClientState, calls = 1): RateLimitError {
+    this.unavailable += calls;
     let error = this.notReadyErrors.get(state);
     if (error === undefined) {
-      const what = state === 'closed' ? 'is closed' : 'is not ready (connecting or reconnecting)';
-      error = new RateLimitError('store_unavailable', `ratecard: the ${this.connection.kind} client ${what}`);
+      const what =
+        state === 'closed'
+          ? 'is closed'
+          : state === 'down'
+            ? 'lost its connection to Redis and is reconnecting; calls are refused at once until it is ready'
+            : 'is not ready (connecting)';
+      error = sharedError('store_unavailable', `ratecard: the ${this.connection.kind} client ${what}`);
       this.notReadyErrors.set(state, error);
     }
     return error;
@@ -474,15 +555,78 @@ class RedisBucketStore implements RedisStore {
 }
 
 /**
- * Whether a script meant for one master did not run and its calls may go by key: the client had not connected to
- * that master yet, or the master no longer serves one of the keys (a slot moved or is moving: the script stops at its
- * first read of such a key, before any write), or the reply is a redirection. A master whose connection is down is
- * not one of these: its calls are refused, because by key they would wait in the client's retries past their
- * deadlines.
+ * An error handed to many calls: made once, without a stack (one made where the store was would point there, not at
+ * any call). The limiter gives each of its callers an error of its own, with this one as its cause.
+ */
+function sharedError(code: 'store_unavailable' | 'store_timeout', message: string): RateLimitError {
+  const error = new RateLimitError(code, message);
+  error.stack = `RateLimitError: ${message}`;
+  return error;
+}
+
+/**
+ * Script calls sent and not answered yet, by route (a cluster master's address, '' standalone), each with the first
+ * deadline of its calls. One past that deadline means Redis has kept a caller waiting past its budget (a hang, a
+ * pause, a slow script, a master gone without a word): calls for that route are refused at once until Redis answers
+ * it, and the answer that ends it is the probe.
+ *
+ * Past its deadline counts only once this process has since read what its sockets hold: after this process itself
+ * stalls (a long garbage collection, a starved CPU), timers and the calls they make run before the replies that came
+ * meanwhile are read, and those calls must not be refused for a Redis that did answer. So a deadline is compared with
+ * the time of the latest look taken after the event loop's poll phase (setImmediate), taken whenever a call finds a
+ * deadline passed: a real hang refuses calls from the loop's next turn on.
+ */
+class Outstanding {
+  private readonly byRoute = new Map<string, number[]>();
+  /** The earliest deadline out anywhere; Infinity when none. A consume looks further only once it has passed. */
+  earliest = Number.POSITIVE_INFINITY;
+  /** performance.now() of the latest look after a poll phase; deadlines before it were not answered by then. */
+  private lookedAt = Number.NEGATIVE_INFINITY;
+  private lookPending = false;
+  private readonly look = (): void => {
+    this.lookPending = false;
+    this.lookedAt = performance.now();
+  };
+
+  add(route: string, deadline: number): void {
+    if (deadline === Number.POSITIVE_INFINITY) return;
+    const deadlines = this.byRoute.get(route);
+    if (deadlines === undefined) this.byRoute.set(route, [deadline]);
+    else deadlines.push(deadline);
+    if (deadline < this.earliest) this.earliest = deadline;
+  }
+
+  remove(route: string, deadline: number): void {
+    if (deadline === Number.POSITIVE_INFINITY) return;
+    const deadlines = this.byRoute.get(route) as number[];
+    deadlines.splice(deadlines.indexOf(deadline), 1);
+    if (deadlines.length === 0) this.byRoute.delete(route);
+    if (deadline > this.earliest) return;
+    let earliest = Number.POSITIVE_INFINITY;
+    for (const out of this.byRoute.values()) for (const d of out) if (d < earliest) earliest = d;
+    this.earliest = earliest;
+  }
+
+  /** Whether a call out on `route` was still unanswered past its deadline at the latest look (see the class). */
+  unanswered(route: string): boolean {
+    if (!this.lookPending) {
+      this.lookPending = true;
+      setImmediate(this.look);
+    }
+    const deadlines = this.byRoute.get(route);
+    if (deadlines === undefined) return false;
+    for (const deadline of deadlines) if (deadline < this.lookedAt) return true;
+    return false;
+  }
+}
+
+/**
+ * Whether a script meant for one master did not run because it was moved, and its calls may go by key: the master no
+ * longer serves one of the keys (a slot moved or is moving: the script stops at its first read of such a key, before
+ * any write), or the reply is a redirection.
  */
 function notRunBecauseMoved(error: unknown): boolean {
-  if (error instanceof NoDirectRoute) return !error.down;
-  if (!(error instanceof Error)) return false;
+  if (!(error instanceof Error) || error instanceof NoDirectRoute) return false;
   const message = error.message;
   return message.includes('non local key') || /^(MOVED|ASK|TRYAGAIN) /.test(message);
 }

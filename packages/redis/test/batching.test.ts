@@ -6,7 +6,7 @@ import { type Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { endpointKey, redisStore } from '../src/index.js';
 import { CLIENTS } from './support/clients.js';
-import { consumeRpm, U } from './support/limits.js';
+import { consumeRpm, inU, minute, U } from './support/limits.js';
 import { CLUSTER_NODES, connectCluster, connectStandalone, nextTick, REDIS_URL, uniqueOrg } from './support/redis.js';
 
 const T0 = 1_700_000_000_000;
@@ -276,3 +276,23 @@ describe.skipIf(CLUSTER_NODES === null)('auto-batching on a cluster', () => {
     expect(store.stats()).toMatchObject({ sent: 3, batches: 1, largestBatch: 3 });
   });
 });
+
+describe.skipIf(CLUSTER_NODES === null).each(CLIENTS.filter((kind) => !kind.name.startsWith('node-redis')))(
+  'a fresh cluster client, $name',
+  (kind) => {
+    it("leaves batched from its first calls, which wait within the budget for the client's node connections", async () => {
+      // ioredis and iovalkey connect to a master on the first command routed to it; the store waits for that.
+      const { client, close } = await kind.cluster(CLUSTER_NODES as { host: string; port: number }[]);
+      try {
+        const store = redisStore({ client });
+        const orgs = Array.from({ length: 500 }, (_, i) => `${uniqueOrg('fresh')}-${i}`);
+        const outcomes = await Promise.all(orgs.map((org) => store.consume(org, 'e', minute(10), 1, 100)));
+        expect(outcomes.map((outcome) => inU(outcome[0] as number, 10))).toEqual(orgs.map(() => 9 * U));
+        // One script call per master, none by key (before, each call went alone by key).
+        expect(store.stats()).toMatchObject({ sent: 500, batches: 3, rerouted: 0 });
+      } finally {
+        await close();
+      }
+    });
+  },
+);

@@ -189,11 +189,11 @@ describe.skipIf(!canSpawn)('when Redis fails', () => {
     client.disconnect();
   });
 
-  it('keeps its queue to about one budget of calls during a long hang, however many calls arrive', async () => {
+  it('refuses calls at once during a long hang, once a call is past its budget, and queues only those before it', async () => {
     const client = quiet(new Redis(server.url));
     await ready(client);
     const store = redisStore({ client });
-    const limiter = createLimiter({ store, fallback: memoryStore(), onStoreError: 'fallback' });
+    const limiter = createLimiter({ store, fallback: memoryStore(), onStoreError: 'fallback', log: () => {} });
     const request = { organization: uniqueOrg('flood'), endpoint: 'POST /browsers', plan: 'enterprise' } as const;
     const pid = server.pid as number;
     process.kill(pid, 'SIGSTOP');
@@ -209,10 +209,16 @@ describe.skipIf(!canSpawn)('when Redis fails', () => {
     } finally {
       process.kill(pid, 'SIGCONT');
     }
-    await Promise.all(pending);
+    const decisions = await Promise.all(pending);
     if (process.env.RATECARD_REPORT === '1') console.log(`queued at the end of the hang: ${queued}`, store.stats());
-    expect(queued).toBeLessThanOrEqual(4_096);
-    expect(store.stats().expired).toBeGreaterThan(5_000);
+    expect(new Set(decisions.map((decision) => decision.source))).toEqual(new Set(['fallback']));
+    // The calls of the first budget wait (queued, then dropped unsent); every later one is refused when it is made.
+    expect(queued).toBeLessThanOrEqual(2_000);
+    expect(store.stats().unavailable).toBeGreaterThan(8_000);
+    expect(store.stats().expired).toBeLessThan(2_000);
+    // The answer to the calls out when Redis stopped ends the refusals; the queued calls are dropped unsent then.
+    await until('the calls out to come back', () => store.stats().queued === 0);
+    expect((await limiter.consume(request)).source).toBe('store');
     client.disconnect();
   });
 

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { endpointKey, redisStore } from '../src/index.js';
 import { canStartRedis, type RedisServer, redisCommand, startRedis } from '../src/testing.js';
 import { sleep } from './faults/fleet.js';
+import { request as checked, refusal, refusedAtOnce, watched } from './support/outage.js';
 import { REDIS_EXTERNAL, REDIS_URL, uniqueOrg } from './support/redis.js';
 
 /**
@@ -136,5 +137,27 @@ describe.skipIf(!canSpawn)('an ioredis client that finds its master through Sent
     // The bucket charged before the failover was replicated: the promoted replica holds it.
     expect(await redisCommand(replica, ['EXISTS', endpointKey(request.organization, 'POST /browsers')])).toBe('1');
     await limiter.close();
+  }, 60_000);
+
+  it('is refused at once with store_unavailable while its master is killed, until Sentinel promotes the replica', async () => {
+    const watch = watched(client);
+    const org = uniqueOrg('sentinel-kill');
+    try {
+      expect((await watch.limiter.consume(checked(org))).source).toBe('store');
+      const [, port] = (
+        await redisCommand({ host: HOST, port: sentinel.port }, ['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', NAME])
+      ).split(',');
+      const current = [master, replica].find((server) => server.port === Number(port)) as RedisServer;
+      await current.kill();
+      await refusedAtOnce(watch, org, 'store_unavailable', 'lost its connection');
+      await until(
+        'a decision from the promoted replica',
+        async () => (await refusal(watch.limiter.consume(checked(org)))) === undefined,
+        30_000,
+      );
+      expect(watch.lines[0]).toMatch(/^ratecard: the store failed \(store_(unavailable|timeout): /);
+    } finally {
+      await watch.limiter.close();
+    }
   }, 60_000);
 });

@@ -124,7 +124,9 @@ export async function openStore(config: Config): Promise<Backend> {
     };
   }
   const url = config.redisUrl as string;
-  const client = new Redis(url);
+  // As docs/redis.md recommends: reconnect within half a second of Redis answering again (ioredis' own delays grow to
+  // 5 s).
+  const client = new Redis(url, { retryStrategy: (attempt) => Math.min(attempt * 50, 500) });
   await whenReady(client, redactUrl(url)).catch((error: unknown) => {
     client.disconnect();
     throw error;

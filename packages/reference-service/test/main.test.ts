@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { redisClusterForTests, redisForTests } from '@ratecard/redis/testing';
+import { redisClusterForTests, redisForTests, startRedis } from '@ratecard/redis/testing';
 import { build } from 'tsup';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { captureOutput } from './output.js';
@@ -229,4 +229,46 @@ describe.skipIf(redis === undefined)('in Redis mode', () => {
     },
     30_000,
   );
+});
+
+describe.skipIf(redis === undefined)('when its Redis goes away', () => {
+  it('says once that decisions moved to the fallback, with the error, and once that they came back, with the count', async () => {
+    const server = await startRedis();
+    const started = run({ PORT: '0', REDIS_URL: server.url });
+    try {
+      const url = await urlOf(started);
+      const post = async (): Promise<number> =>
+        (await fetch(`${url}/browsers`, { method: 'POST', headers: { authorization: 'Bearer rc_demo_enterprise' } }))
+          .status;
+      const moved = "decisions go to the failure policy 'fallback' until it answers again";
+      const back = 'ratecard: the store answers again since';
+      const count = (text: string) => started.errors().split(text).length - 1;
+      const postUntil = async (text: string): Promise<number[]> => {
+        const statuses: number[] = [];
+        for (let waited = 0; count(text) === 0; waited += 20) {
+          if (waited > 15_000) throw new Error(`no "${text}" in ${started.errors()}`);
+          statuses.push(await post());
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        return statuses;
+      };
+      expect(await post()).toBe(201);
+      await server.kill();
+      const away = await postUntil(moved);
+      for (let i = 0; i < 20; i++) away.push(await post());
+      // Answered all along, by the per-process fallback while Redis was away.
+      expect(new Set(away)).toEqual(new Set([201]));
+      await server.restart();
+      await postUntil(back);
+      expect([count(moved), count(back)]).toEqual([1, 1]);
+      // The call in flight when Redis died waited out its budget (store_timeout); the calls after it were refused.
+      expect(started.errors()).toMatch(/ratecard: the store failed \(store_(unavailable|timeout): .+\); decisions go/);
+      expect(started.errors()).toMatch(/the failure policy 'fallback' answered \d+ decisions over/);
+      started.child.kill('SIGTERM');
+      expect(await started.exited).toBe(0);
+    } finally {
+      started.child.kill('SIGKILL');
+      await server.stop();
+    }
+  }, 40_000);
 });
