@@ -1,12 +1,13 @@
 // What a Redis outage costs a decision: under steady traffic, the Redis a limiter decides on (in a cluster, the
 // master of the traffic's slot) is killed with SIGKILL, kept down, and started again on the same port (or, for
-// ioredis-oom, given a maxmemory below what it holds, then the bound lifted). Per client and topology: how long decisions took while Redis was down, how long after Redis answered again the first decision came
-// from Redis, and how many calls reached Redis after their caller had been answered (calls in flight when Redis was
-// killed, sent again by the client once it reconnected; the script refuses them, so they charge nothing), with the
-// limiter's log lines.
+// ioredis-oom, given a maxmemory below what it holds, then the bound lifted). Per client and topology: how long
+// decisions took while Redis was down, how long after Redis answered again the first decision came from Redis, and
+// how many calls reached Redis after their caller had been answered (calls in flight when Redis was killed, sent
+// again by the client once it reconnected; the script refuses them, so they charge nothing), with the limiter's log
+// lines.
 // docs/reliability.md ("What an outage costs") says how to read it.
 //
-//   pnpm --filter @ratecard/benchmarks outage [--down-ms 2000] [--only <name>,...]
+//   pnpm --filter @ratecard/redis outage [--down-ms 2000] [--only <name>,...]
 import { parseArgs } from 'node:util';
 import { createLimiter, type Decision, type LimitRequest } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
