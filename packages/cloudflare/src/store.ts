@@ -1,4 +1,4 @@
-import { describeValue, type Limit, type Outcome, RateLimitError, type Store } from '@ratecard/core';
+import { clientClock, describeValue, type Limit, type Outcome, RateLimitError, type Store } from '@ratecard/core';
 import type { BucketLimit } from './object.js';
 
 /** The calls the store makes on an organization's object: `RatecardBuckets`' methods, as a stub offers them. */
@@ -77,19 +77,9 @@ class DurableObjectStore<Id> implements Store {
         `namespace must be a Durable Object namespace bound to RatecardBuckets (env.BUCKETS), got ${describeValue(namespace)}`,
       );
     }
-    const clock = options.clock ?? 'object';
-    if (clock !== 'object' && clock !== 'client') {
-      throw invalid(`clock must be 'object' or 'client', got ${describeValue(clock)}`);
-    }
-    if (options.now !== undefined && typeof options.now !== 'function') {
-      throw invalid(`now must be a function returning epoch milliseconds, got ${describeValue(options.now)}`);
-    }
-    if (options.now !== undefined && clock === 'object') {
-      throw invalid("now is read only with clock 'client'; with the default clock 'object' time comes from the object");
-    }
+    const now = clientClock(options, 'object', 'the object');
     this.namespace = namespace;
-    // Read per call, not captured, so that a fake clock installed after creation is seen.
-    this.now = clock === 'client' ? (options.now ?? (() => Date.now())) : undefined;
+    this.now = now;
   }
 
   async consume(

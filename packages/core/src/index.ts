@@ -55,4 +55,4 @@ export {
   tokenBucket,
 } from './limits.js';
 export { type Identity, limitFor, MAX_LIMIT, PLANS, type Plan, type Plans, SPEC_PLANS } from './plans.js';
-export type { Store } from './store.js';
+export { clientClock, type Store } from './store.js';

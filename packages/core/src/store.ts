@@ -1,4 +1,5 @@
 import type { Outcome } from './bucket.js';
+import { describeValue, RateLimitError } from './errors.js';
 import type { Limit } from './limits.js';
 
 /**
@@ -30,4 +31,31 @@ export interface Store {
   reset(organization: string, endpoint: string, limits: readonly Limit[]): void | Promise<void>;
   /** Releases what the store holds (timers, caches) and sends nothing more; client connections stay the caller's. */
   close(): void | Promise<void>;
+}
+
+/**
+ * The clock a shared store reads, from its `clock` and `now` options, checked where the store is made: with `clock:
+ * 'client'`, `now` (default `Date.now`, read per call so that a fake clock installed later is seen); with the store's
+ * own clock, `own` (its default: 'redis', 'object'), undefined, time coming from `source`. Anything else throws
+ * `invalid_option`.
+ */
+export function clientClock(
+  options: { clock?: unknown; now?: unknown },
+  own: string,
+  source: string,
+): (() => number) | undefined {
+  const invalid = (message: string) => new RateLimitError('invalid_option', `ratecard: ${message}`);
+  const clock = options.clock ?? own;
+  if (clock !== own && clock !== 'client') {
+    throw invalid(`clock must be '${own}' or 'client', got ${describeValue(clock)}`);
+  }
+  const now = options.now;
+  if (now !== undefined && typeof now !== 'function') {
+    throw invalid(`now must be a function returning epoch milliseconds, got ${describeValue(now)}`);
+  }
+  if (now !== undefined && clock === own) {
+    throw invalid(`now is read only with clock 'client'; with the default clock '${own}' time comes from ${source}`);
+  }
+  if (clock === own) return undefined;
+  return (now as (() => number) | undefined) ?? (() => Date.now());
 }

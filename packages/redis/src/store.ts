@@ -1,4 +1,12 @@
-import { describeValue, type Limit, msUntilAvailable, type Outcome, RateLimitError, type Store } from '@ratecard/core';
+import {
+  clientClock,
+  describeValue,
+  type Limit,
+  msUntilAvailable,
+  type Outcome,
+  RateLimitError,
+  type Store,
+} from '@ratecard/core';
 import calculateSlot from 'cluster-key-slot';
 import { AutoBatcher, CallBatch, type Receiver } from './batching.js';
 import {
@@ -175,25 +183,15 @@ class RedisBucketStore implements RedisStore {
         `prefix must be a string without braces (the organization is the key's hash tag), got ${describeValue(prefix)}`,
       );
     }
-    const clock = options.clock ?? 'redis';
-    if (clock !== 'redis' && clock !== 'client') {
-      throw invalid(`clock must be 'redis' or 'client', got ${describeValue(clock)}`);
-    }
-    if (options.now !== undefined && typeof options.now !== 'function') {
-      throw invalid(`now must be a function returning epoch milliseconds, got ${describeValue(options.now)}`);
-    }
-    if (options.now !== undefined && clock === 'redis') {
-      throw invalid("now is read only with clock 'client'; with the default clock 'redis' time comes from Redis TIME");
-    }
+    const now = clientClock(options, 'redis', 'Redis TIME');
     const denyCacheSize = options.denyCacheSize ?? DEFAULT_DENY_CACHE_SIZE;
     if (!Number.isSafeInteger(denyCacheSize) || denyCacheSize < 0) {
       throw invalid(`denyCacheSize must be a non-negative integer, got ${describeValue(options.denyCacheSize)}`);
     }
     this.connection = connection;
     this.keys = new KeyEncoder(prefix);
-    this.clientClock = clock === 'client';
-    // Date.now is read per call (not captured) so that fake clocks installed after creation are seen.
-    this.now = options.now ?? (() => Date.now());
+    this.clientClock = now !== undefined;
+    this.now = now ?? (() => Date.now());
     this.denies = new DenyCache(denyCacheSize);
     this.batcher = new AutoBatcher(
       this.sendConsume,
