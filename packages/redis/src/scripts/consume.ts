@@ -1,5 +1,6 @@
 import type { Limit } from '@ratecard/core';
-import { BUCKET_LUA } from './bucket.js';
+import { MAX_KEPT_ENTRIES } from '../value.js';
+import { BUCKET_LUA, READ_ENTRIES_LUA, REDIS_NOW_LUA } from './bucket.js';
 import { type LuaScript, luaScript } from './lua-script.js';
 
 /**
@@ -27,14 +28,13 @@ import { type LuaScript, luaScript } from './lua-script.js';
  * intern, and text numbers a strtod or printf each.
  *
  * The value written is the call's entries in its limits' order, then the entries of limits it does not name (another
- * call's on the same endpoint, or a limit since renamed) that are not full again yet, at most MAX_KEPT of them; the
+ * call's on the same endpoint, or a limit since renamed) that are not full again yet, at most MAX_KEPT_ENTRIES of them; the
  * key expires when the last of them is full again.
  */
 function consumeScript(name: string, header: string, keys: string, read: string): LuaScript {
   return luaScript(
     name,
-    `${header}${BUCKET_LUA}
-local redisNow = redisTime()
+    `${header}${BUCKET_LUA}${REDIS_NOW_LUA}
 local lastWaited = tonumber(ARGV[4])
 if lastWaited and redisNow > lastWaited then return spack('<d', redisNow) end
 local now = tonumber(ARGV[1]) or redisNow
@@ -47,15 +47,11 @@ if ARGV[3] == '1' then written = {} end
 ${read}                                            -- every key read before any is written
 local reply = {redisNow}
 local o = 1                                       -- outcomes in reply so far, after the time
-local flags = {}
--- The call's limits, j = 1 .. k: name, capacity, R, U, the full bucket and the cost in units, the shape's text, and
--- the start ('<name> ') and end (' <now> <shape>') of an entry written at now under it.
-local names, caps, rates, sizes, fulls, needs, shapes, heads, tails = {}, {}, {}, {}, {}, {}, {}, {}, {}
-local held, ats, moved, found = {}, {}, {}, {}    -- per limit of the call, read before any is written
--- Formatted once per run, by the packed bytes of a limit (its name and numbers).
-local shapeOf, headOf, tailOf = {}, {}, {}
-local nowText = sformat('%d', now)
-local named = {}                                  -- per entry of the value: the last call that named it
+local flags                                       -- made at the first refusal
+-- The call's limits, in order: a table per limit with its numbers, its shape's text, the start ('<name> ') and end
+-- (' <now> <shape>') of an entry written at now under it, and what the call read of its bucket.
+local limits = {}
+local byBytes                                     -- calls after the first: each limit made once, by its packed bytes
 local shared = false                              -- every call has the limits and cost of the first, read once
 local pos, k, cost = 1, 0, 0
 for i = 1, n do
@@ -64,64 +60,71 @@ for i = 1, n do
     if k < 1 then return redis.error_reply('ratecard: a call without buckets') end
     for j = 1, k do
       local start = pos
-      local nm, c, r, u
+      local nm, c, r, u, limit, bytes
       nm, c, r, u, pos = sunpack('<sddd', packed, pos)
-      local bytes = ssub(packed, start, pos - 1)
-      local shape = shapeOf[bytes]
-      if not shape then
-        shape = shapeText(c, r, u)
-        shapeOf[bytes] = shape
-        headOf[bytes] = nm .. ' '
-        tailOf[bytes] = ' ' .. nowText .. ' ' .. shape
+      if i > 1 then
+        bytes = ssub(packed, start, pos - 1)
+        byBytes = byBytes or {}
+        limit = byBytes[bytes]
       end
-      names[j], caps[j], rates[j], sizes[j], fulls[j], needs[j] = nm, c, r, u, c * u, cost * u
-      shapes[j], heads[j], tails[j] = shape, headOf[bytes], tailOf[bytes]
+      if not limit then
+        -- '%d' prints the shape's numbers exactly (each is below 2^53; tostring would print a double past 1e14 in
+        -- exponent form). Lua interns strings, so two equal shape texts are one string: comparing them compares two
+        -- pointers.
+        local shape = sformat('%d/%d/%d', c, r, u)
+        limit = {name = nm, c = c, r = r, u = u, full = c * u, shape = shape, head = nm .. ' ',
+          tail = sformat(' %d %s', now, shape), held = 0, at = 0, moved = false, found = 0}
+        if bytes then byBytes[bytes] = limit end
+      end
+      limits[j] = limit
     end
     shared = i == 1 and pos > #packed
   end
   local key = keys[i]
   local raw = values[i]                           -- false (RESP2) or nil (RESP3) for a missing key
   if written then raw = written[key] or raw end
-  local m = 0
-  if raw then m = entries(raw) end
+${READ_ENTRIES_LUA}
   local admit, rewrite, seen = true, false, 0
   for j = 1, k do
+    local limit = limits[j]
     -- The first entry of the limit's name; none is a full bucket.
-    local nm, x = names[j], 0
+    local nm, x = limit.name, 0
     for y = 1, m do if en[y] == nm then x = y break end end
-    local full = fulls[j]
-    local h, at, m2 = full, now, false
+    local full = limit.full
+    local h, at, moved = full, now, false
     if x > 0 then
-      named[x] = i
       seen = seen + 1
-      if es[x] == shapes[j] then                  -- the request's shape, one pointer compared (Lua interns strings)
-        -- heldAt's first branch, inline: the path of nearly every call.
+      if es[x] == limit.shape then                -- the request's shape, one pointer compared
+        -- rare.heldAt's first branch, inline: the path of nearly every call.
         local su, st = eu[x] + 0, et[x] + 0
         if st <= MAX_UPDATED_AT and su <= full then
           if st > now then                        -- a clock gone backwards refills nothing
             h, at = su, st
           else
-            local refill = (now - st) * rates[j]  -- past 2^53 it rounds to at least 2^53: still above what is missing
+            local refill = (now - st) * limit.r   -- past 2^53 it rounds to at least 2^53: still above what is missing
             if refill >= full - su then h = full else h = su + refill end
           end
         end
       else
-        h, at, m2 = heldAt(x, now, caps[j], rates[j], sizes[j], full, shapes[j])
-        if m2 then rewrite = true end
+        rare = rare or rarePaths(en, eu, et, es)
+        h, at, moved = rare.heldAt(x, now, limit.c, limit.r, limit.u, full, limit.shape)
+        if moved then rewrite = true end
       end
     end
-    held[j], ats[j], moved[j], found[j] = h, at, m2, x
-    if h < needs[j] then admit = false end        -- take(held, cost) refuses
+    limit.held, limit.at, limit.moved, limit.found = h, at, moved, x
+    if h < cost * limit.u then admit = false end  -- take(held, cost) refuses
   end
   for j = 1, k do
+    local limit = limits[j]
     o = o + 1
     if admit then                                 -- charged on every bucket
-      held[j] = held[j] - needs[j]
-      reply[o] = held[j]
+      limit.held = limit.held - cost * limit.u
+      reply[o] = limit.held
     else                                          -- refused: nothing charged anywhere
-      reply[o] = -1 - held[j]
+      reply[o] = -1 - limit.held
       -- Steady: refilling at the request's own shape since now or before, so a deny cache may extrapolate it.
-      if ats[j] == now then flags[#flags + 1] = 1 else flags[#flags + 1] = 0 end
+      flags = flags or {}
+      if limit.at == now then flags[#flags + 1] = 1 else flags[#flags + 1] = 0 end
     end
   end
   -- Written when charged; refused, a bucket last written under another shape takes the request's (what it holds
@@ -129,19 +132,21 @@ for i = 1, n do
   if admit or rewrite then
     local value, fullAt
     for j = 1, k do
+      local limit = limits[j]
       local entry, f
-      if admit or moved[j] then
-        local units, at = held[j], ats[j]
-        if at == now then entry = heads[j] .. sformat('%d', units) .. tails[j]
-        else entry = heads[j] .. sformat('%d %d ', units, at) .. shapes[j] end
+      if admit or limit.moved then
+        local units, at = limit.held, limit.at
+        if at == now then entry = limit.head .. sformat('%d', units) .. limit.tail
+        else entry = limit.head .. sformat('%d %d ', units, at) .. limit.shape end
         -- Full again at: core's msUntilFull, ceilDiv of two integers below 2^53, whose quotient is rounded once and
         -- never across an integer, so its ceiling is exact.
-        f = at + ceil((fulls[j] - units) / rates[j])
-      elseif found[j] > 0 then
+        f = at + ceil((limit.full - units) / limit.r)
+      elseif limit.found > 0 then
         -- Refused, the call's other buckets stay as they were (written refilled to now, a clock that then stepped
         -- back would find more units than core's stores keep); one ratecard would not write goes, a full one anyway.
-        f = otherFullAt(found[j])
-        if f then entry = entryText(found[j]) end
+        rare = rare or rarePaths(en, eu, et, es)
+        f = rare.otherFullAt(limit.found)
+        if f then entry = rare.entryText(limit.found) end
       end
       -- Refused, a bucket the key did not hold stays out: a missing bucket is a full one under any later shape.
       if entry then
@@ -154,14 +159,16 @@ for i = 1, n do
       end
     end
     if seen < m then                              -- entries of limits this call does not name
+      rare = rare or rarePaths(en, eu, et, es)
       local kept = 0
       for y = 1, m do
-        if named[y] ~= i and kept < MAX_KEPT then
-          local other = true                      -- a second entry of a name the call has is dropped
-          for j = 1, k do if en[y] == names[j] then other = false break end end
-          local f = other and otherFullAt(y)
+        if kept < ${MAX_KEPT_ENTRIES} then
+          -- An entry of a name the call has is its bucket, written above, or a second one, dropped.
+          local other = true
+          for j = 1, k do if en[y] == limits[j].name then other = false break end end
+          local f = other and rare.otherFullAt(y)
           if f and f > now then
-            value = value .. ', ' .. entryText(y)
+            value = value .. ', ' .. rare.entryText(y)
             kept = kept + 1
             if f > fullAt then fullAt = f end
           end
@@ -181,8 +188,17 @@ for i = 1, n do
     if written then written[key] = value end
   end
 end
-for j = 1, #flags do reply[o + j] = flags[j] end
-return packDoubles(reply)
+if flags then for j = 1, #flags do reply[o + j] = flags[j] end end
+-- Doubles packed little-endian, in pieces: Lua's unpack of more values than its C stack holds (8 000) would fail.
+local size = #reply
+if size <= 4000 then return spack('<' .. string.rep('d', size), unpack(reply)) end
+local parts = {}
+for i = 1, size, 4000 do
+  local last = i + 3999
+  if last > size then last = size end
+  parts[#parts + 1] = spack('<' .. string.rep('d', last - i + 1), unpack(reply, i, last))
+end
+return table.concat(parts)
 `,
   );
 }

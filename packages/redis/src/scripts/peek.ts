@@ -1,4 +1,4 @@
-import { BUCKET_LUA } from './bucket.js';
+import { BUCKET_LUA, READ_ENTRIES_LUA, REDIS_NOW_LUA } from './bucket.js';
 import { type LuaScript, luaScript } from './lua-script.js';
 
 /**
@@ -12,8 +12,7 @@ export const PEEK: LuaScript = luaScript(
   `${BUCKET_LUA}
 local k, cost, pos = sunpack('<dd', ARGV[2])
 local raw = redis.call('GET', KEYS[1])
-local m = 0
-if raw then m = entries(raw) end
+${READ_ENTRIES_LUA}
 local now
 local held, need = {}, {}
 local admit = true
@@ -24,8 +23,15 @@ for j = 1, k do
   local h = full                                  -- a missing bucket is a full one
   for x = 1, m do
     if en[x] == nm then
-      now = now or tonumber(ARGV[1]) or redisTime()  -- the caller's time (clock 'client'), or Redis TIME
-      h = heldAt(x, now, c, r, u, full, shapeText(c, r, u))
+      if not now then                             -- the caller's time (clock 'client'), or Redis TIME
+        now = tonumber(ARGV[1])
+        if not now then
+${REDIS_NOW_LUA}
+          now = redisNow
+        end
+      end
+      rare = rare or rarePaths(en, eu, et, es)
+      h = rare.heldAt(x, now, c, r, u, full, sformat('%d/%d/%d', c, r, u))
       break
     end
   end
