@@ -114,50 +114,47 @@ ${READ_ENTRIES_LUA}
     limit.held, limit.at, limit.moved, limit.found = h, at, moved, x
     if h < cost * limit.u then admit = false end  -- take(held, cost) refuses
   end
+  -- Each limit's outcome, and its entry when the value is written: charged, on every bucket; refused, nothing is
+  -- charged, and a bucket last written under another shape takes the request's (what it holds converted), so that it
+  -- refills at the rate its Retry-After was computed with.
+  local value, fullAt
   for j = 1, k do
     local limit = limits[j]
+    local units, at, entry, f = limit.held, limit.at
     o = o + 1
-    if admit then                                 -- charged on every bucket
-      limit.held = limit.held - cost * limit.u
-      reply[o] = limit.held
-    else                                          -- refused: nothing charged anywhere
-      reply[o] = -1 - limit.held
+    if admit then
+      units = units - cost * limit.u
+      reply[o] = units
+    else
+      reply[o] = -1 - units
       -- Steady: refilling at the request's own shape since now or before, so a deny cache may extrapolate it.
       flags = flags or {}
-      if limit.at == now then flags[#flags + 1] = 1 else flags[#flags + 1] = 0 end
+      if at == now then flags[#flags + 1] = 1 else flags[#flags + 1] = 0 end
+    end
+    if admit or limit.moved then
+      if at == now then entry = limit.head .. sformat('%d', units) .. limit.tail
+      else entry = limit.head .. sformat('%d %d ', units, at) .. limit.shape end
+      -- Full again at: core's msUntilFull, ceilDiv of two integers below 2^53, whose quotient is rounded once and
+      -- never across an integer, so its ceiling is exact.
+      f = at + ceil((limit.full - units) / limit.r)
+    elseif rewrite and limit.found > 0 then
+      -- Refused, the call's other buckets stay as they were (written refilled to now, a clock that then stepped back
+      -- would find more units than core's stores keep); one ratecard would not write goes, a full one anyway.
+      rare = rare or rarePaths(en, eu, et, es)
+      f = rare.otherFullAt(limit.found)
+      if f then entry = rare.entryText(limit.found) end
+    end
+    -- Refused, a bucket the key did not hold stays out: a missing bucket is a full one under any later shape.
+    if entry then
+      if value then
+        value = value .. ', ' .. entry
+        if f > fullAt then fullAt = f end
+      else
+        value, fullAt = entry, f
+      end
     end
   end
-  -- Written when charged; refused, a bucket last written under another shape takes the request's (what it holds
-  -- converted, nothing charged), so that it refills at the rate its Retry-After was computed with.
   if admit or rewrite then
-    local value, fullAt
-    for j = 1, k do
-      local limit = limits[j]
-      local entry, f
-      if admit or limit.moved then
-        local units, at = limit.held, limit.at
-        if at == now then entry = limit.head .. sformat('%d', units) .. limit.tail
-        else entry = limit.head .. sformat('%d %d ', units, at) .. limit.shape end
-        -- Full again at: core's msUntilFull, ceilDiv of two integers below 2^53, whose quotient is rounded once and
-        -- never across an integer, so its ceiling is exact.
-        f = at + ceil((limit.full - units) / limit.r)
-      elseif limit.found > 0 then
-        -- Refused, the call's other buckets stay as they were (written refilled to now, a clock that then stepped
-        -- back would find more units than core's stores keep); one ratecard would not write goes, a full one anyway.
-        rare = rare or rarePaths(en, eu, et, es)
-        f = rare.otherFullAt(limit.found)
-        if f then entry = rare.entryText(limit.found) end
-      end
-      -- Refused, a bucket the key did not hold stays out: a missing bucket is a full one under any later shape.
-      if entry then
-        if value then
-          value = value .. ', ' .. entry
-          if f > fullAt then fullAt = f end
-        else
-          value, fullAt = entry, f
-        end
-      end
-    end
     if seen < m then                              -- entries of limits this call does not name
       rare = rare or rarePaths(en, eu, et, es)
       local kept = 0
