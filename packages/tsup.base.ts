@@ -11,4 +11,7 @@ export const base: Options = {
   target: 'node20',
   splitting: false,
   treeshake: true,
+  // Keep `node:` on Node's built-in modules (tsup 8 strips it by default): Deno, Bun and Workers' nodejs_compat read
+  // a bare `assert` or `crypto` as an npm package, or fail on it.
+  removeNodeProtocol: false,
 };

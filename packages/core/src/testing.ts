@@ -20,6 +20,7 @@ export {
 } from './testing/exact-model.js';
 export {
   expectedSteps,
+  VECTOR_ANCHOR,
   VECTOR_LIMIT_NAME,
   type VectorCase,
   type VectorFile,

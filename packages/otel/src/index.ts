@@ -76,6 +76,8 @@ export interface RedisStoreWithStats extends Store {
     unavailable: number;
     /** Calls that charged nothing because their caller had stopped waiting. */
     expired: number;
+    /** Of `expired`: calls that reached Redis after their caller had stopped waiting, refused by the script. */
+    late: number;
     /** Calls waiting to be sent now. */
     queued: number;
   };
@@ -490,6 +492,10 @@ class OtelLimiterMetrics implements LimiterMetrics {
       'ratecard.redis.calls.expired',
       "Consume calls past the limiter's deadline that charged nothing (its policy had answered them): dropped unsent, or refused by the script they reached late.",
     );
+    const late = counter(
+      'ratecard.redis.calls.late',
+      "Of the expired calls: those that reached Redis past the limiter's deadline (held in a paused or hung server, or sent again by the client after it reconnected), refused by the script.",
+    );
     const unavailable = counter(
       'ratecard.redis.calls.unavailable',
       'Calls refused at once: the Redis client had lost its connection (or was closed), or Redis kept a call past its budget.',
@@ -509,11 +515,22 @@ class OtelLimiterMetrics implements LimiterMetrics {
     );
     meter.addBatchObservableCallback(
       (result: BatchObservableResult) => {
-        const total = { sent: 0, expired: 0, unavailable: 0, queued: 0, batches: 0, reloads: 0, hits: 0, size: 0 };
+        const total = {
+          sent: 0,
+          expired: 0,
+          late: 0,
+          unavailable: 0,
+          queued: 0,
+          batches: 0,
+          reloads: 0,
+          hits: 0,
+          size: 0,
+        };
         for (const store of this.redisStores) {
           const stats = store.stats();
           total.sent += stats.sent;
           total.expired += stats.expired;
+          total.late += stats.late;
           total.unavailable += stats.unavailable;
           total.queued += stats.queued;
           total.batches += stats.batches;
@@ -523,6 +540,7 @@ class OtelLimiterMetrics implements LimiterMetrics {
         }
         result.observe(sent, total.sent);
         result.observe(expired, total.expired);
+        result.observe(late, total.late);
         result.observe(unavailable, total.unavailable);
         result.observe(queued, total.queued);
         result.observe(scriptCalls, total.batches);
@@ -530,7 +548,7 @@ class OtelLimiterMetrics implements LimiterMetrics {
         result.observe(hits, total.hits);
         result.observe(remembered, total.size);
       },
-      [sent, expired, unavailable, queued, scriptCalls, reloads, hits, remembered],
+      [sent, expired, late, unavailable, queued, scriptCalls, reloads, hits, remembered],
     );
   }
 }

@@ -21,10 +21,10 @@ import {
   tokenBucket,
 } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
-import { redisStore } from '@ratecard/redis';
+import { endpointKey, redisStore } from '@ratecard/redis';
 import { canStartRedis, type RedisServer, startRedis } from '@ratecard/redis/testing';
 import { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import packageJson from '../package.json' with { type: 'json' };
 import { type LimiterMetrics, limiterMetrics, SCOPE_NAME, SCOPE_VERSION } from '../src/index.js';
 
@@ -473,10 +473,48 @@ describe.skipIf(!canStartRedis('@ratecard/otel'))('on Redis', () => {
     expect(sums(collected, 'ratecard.redis.deny_cache.hits')).toEqual({ '': 2 });
     expect(sums(collected, 'ratecard.redis.deny_cache.buckets')).toEqual({ '': 1 });
     expect(sums(collected, 'ratecard.redis.calls.expired')).toEqual({ '': 0 });
+    expect(sums(collected, 'ratecard.redis.calls.late')).toEqual({ '': 0 });
     expect(sums(collected, 'ratecard.redis.calls.queued')).toEqual({ '': 0 });
     // A fresh server had no script: the first call got NOSCRIPT and sent it whole.
     expect(sums(collected, 'ratecard.redis.script.reloads')).toEqual({ '': 1 });
     expect(sums(collected, 'ratecard.memory.buckets.held')).toEqual({ '': 1 });
     expect(fallback.stats().buckets).toBe(1);
+  });
+
+  it('counts calls that reached a paused Redis past their deadline as late, among the expired', async () => {
+    const store = redisStore({ client });
+    const limiter = createLimiter({
+      store: metrics.redis(store),
+      onStoreError: 'deny',
+      // Long enough that all three rounds below are made before the first deadline, even on a loaded machine.
+      storeTimeoutMs: 200,
+      onDecision: metrics.onDecision,
+    });
+    // One call answered by Redis first: from its reply the store learns how Redis' clock stands to its own.
+    await times(1, limiter, developer('org_a', 'POST /browsers'));
+    const admin = new Redis(server.url);
+    // EVALSHA is a write for CLIENT PAUSE WRITE: the calls are sent, and Redis holds them 800 ms, past their 200 ms.
+    await admin.call('CLIENT', 'PAUSE', '800', 'WRITE');
+    // Three rounds of five, a flush each: two are sent (the most a standalone store keeps out), the third waits in the
+    // store, and is dropped unsent when the first comes back: expired, not late.
+    const calls: Promise<unknown>[] = [];
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 5; i++) calls.push(limiter.consume(developer('org_b', 'POST /browsers')));
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await Promise.all(calls);
+    // The limiter answered all fifteen at their deadline; the store counts them as their replies come back.
+    await vi.waitFor(() => expect(store.stats().expired).toBe(15), { timeout: 5_000 });
+    admin.disconnect();
+
+    const collected = await otel.collect();
+    expect(sums(collected, 'ratecard.decisions')).toEqual({
+      [decision('POST /browsers', 'enforce', 'allowed', 'store')]: 1,
+      [decision('POST /browsers', 'enforce', 'limited', 'fail-closed')]: 15,
+    });
+    expect(sums(collected, 'ratecard.redis.calls.sent')).toEqual({ '': 11 });
+    expect(sums(collected, 'ratecard.redis.calls.expired')).toEqual({ '': 15 });
+    expect(sums(collected, 'ratecard.redis.calls.late')).toEqual({ '': 10 });
+    expect(await client.exists(endpointKey('org_b', 'POST /browsers'))).toBe(0);
   });
 });

@@ -1,12 +1,35 @@
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { builtinModules, createRequire } from 'node:module';
+import { basename, dirname, join } from 'node:path';
 import { publint } from 'publint';
+import ts from 'typescript';
 import { describe, expect, inject, it } from 'vitest';
 import { esmOnly, publicPackages, WORKSPACE, workspacePackages } from './support/workspace.js';
 
 const tarballs = inject('tarballs');
+const scratch = inject('scratch');
+const BUILTINS = new Set(builtinModules);
+
+/**
+ * The modules `source` imports, requires or imports dynamically by the bare name of a Node built-in (`assert`,
+ * `fs/promises`): Node alone reads those as its own; Deno, Bun and Workers' nodejs_compat want `node:`.
+ */
+function bareBuiltins(source: string): string[] {
+  const { importedFiles } = ts.preProcessFile(source, true, true);
+  return importedFiles.map(({ fileName }) => fileName).filter((specifier) => BUILTINS.has(specifier));
+}
+
+/** Every JavaScript file of a tarball, by its path in the package, with its text. */
+function packedScripts(tarball: string): { path: string; source: string }[] {
+  const into = join(scratch, `files-${basename(tarball, '.tgz')}`);
+  mkdirSync(into);
+  execFileSync('tar', ['-xzf', tarball, '-C', into]);
+  const root = join(into, 'package');
+  return readdirSync(root, { recursive: true, encoding: 'utf8' })
+    .filter((path) => /\.[cm]?js$/.test(path))
+    .map((path) => ({ path, source: readFileSync(join(root, path), 'utf8') }));
+}
 
 describe.each(publicPackages().map(({ dir, manifest }) => [manifest.name, dir, esmOnly(manifest)] as const))(
   '%s',
@@ -33,8 +56,27 @@ describe.each(publicPackages().map(({ dir, manifest }) => [manifest.name, dir, e
       const problems = report.analysis.problems.filter((problem) => !ignored.includes(problem.resolutionKind ?? ''));
       expect(problems).toEqual([]);
     });
+
+    it('imports Node built-ins by their node: names only', () => {
+      const bare = packedScripts(tarballs[name] as string).flatMap(({ path, source }) =>
+        bareBuiltins(source).map((specifier) => `${path}: ${specifier}`),
+      );
+      expect(bare).toEqual([]);
+    });
   },
 );
+
+it('finds a Node built-in imported, required or imported dynamically by its bare name', () => {
+  const sample = [
+    "import { strict } from 'assert';",
+    "import { readFile } from 'fs/promises';",
+    "const crypto = require('crypto');",
+    "const net = await import('net');",
+    "import { join } from 'node:path';",
+    "import { Redis } from 'ioredis';",
+  ].join('\n');
+  expect(bareBuiltins(sample)).toEqual(['assert', 'fs/promises', 'crypto', 'net']);
+});
 
 describe('the release plan (.changeset/config.json)', () => {
   const config = JSON.parse(readFileSync(join(WORKSPACE, '.changeset/config.json'), 'utf8')) as {

@@ -67,6 +67,20 @@ export function vectorLimit(shape: VectorLimit): Limit {
   return tokenBucket({ ...shape, name: VECTOR_LIMIT_NAME });
 }
 
+/**
+ * A second limit to empty on a case's endpoint at its first step's time, before that step: a token a day, 36 500
+ * days to fill, past the last step of any case (ten years after its first). A store may expire an endpoint's buckets
+ * by a TTL counted in real time from the clock it was given (Redis' PX): a bucket 3 ms from full, read 1 ms later by
+ * the test's clock, is gone if a loaded machine took 3 real ms between the two calls. With the anchor not full, the
+ * key outlives the test; the steps do not name it, so their outcomes are the same.
+ */
+export const VECTOR_ANCHOR: Limit = tokenBucket({
+  capacity: 36_500,
+  refill: 1,
+  intervalMs: 86_400_000,
+  name: 'anchor',
+});
+
 /** Runs a case through core's arithmetic, filling in every step's expected results. */
 export function expectedSteps(steps: readonly Pick<VectorStep, 'at' | 'op' | 'limit' | 'cost'>[]): VectorStep[] {
   let bucket: { units: number; at: number; shape: BucketShape } | undefined;
