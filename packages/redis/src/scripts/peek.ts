@@ -23,12 +23,10 @@ for j = 1, k do
   local h = full                                  -- a missing bucket is a full one
   for x = 1, m do
     if en[x] == nm then
-      if not now then                             -- the caller's time (clock 'client'), or Redis TIME
-        now = tonumber(ARGV[1])
-        if not now then
+      now = now or tonumber(ARGV[1])              -- the caller's time (clock 'client'), or Redis TIME
+      if not now then
 ${REDIS_NOW_LUA}
-          now = redisNow
-        end
+        now = redisNow
       end
       rare = rare or rarePaths(en, eu, et, es)
       h = rare.heldAt(x, now, c, r, u, full, sformat('%d/%d/%d', c, r, u))
