@@ -1,3 +1,4 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createLimiter, type Decision, type Limiter, RateLimitError, type StoreErrorPolicy } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import { Redis } from 'ioredis';
@@ -10,6 +11,22 @@ import { REDIS_EXTERNAL, REDIS_URL, ready, uniqueOrg } from './support/redis.js'
 /** The limiter's time budget, and what a call may take beyond it: the deadline timer's 1 ms and event-loop lag. */
 const BUDGET_MS = 100;
 const SLACK_MS = 50;
+
+/**
+ * The bound on a call's time from now until `bound()` is read: the budget and slack, plus the worst delay of this
+ * process's event loop meanwhile (the timer that answers by policy fires that late), as the fault fleet allows its
+ * children. A busy machine does not fail the test; a store that holds a call past its budget on a punctual loop does.
+ */
+function settleBound(): { bound(): number } {
+  const delay = monitorEventLoopDelay({ resolution: 10 });
+  delay.enable();
+  return {
+    bound: () => {
+      delay.disable();
+      return BUDGET_MS + SLACK_MS + delay.max / 1e6;
+    },
+  };
+}
 
 /** These tests kill their own server, so they need redis-server even when REDIS_URL names a shared one. */
 const canSpawn = REDIS_URL !== null && (!REDIS_EXTERNAL || canStartRedis('@ratecard/redis fault tests'));
@@ -105,6 +122,7 @@ describe.skipIf(!canSpawn)('when Redis fails', () => {
   for (const policy of ['fallback', 'deny', 'allow', 'throw'] as const) {
     it(`settles every call within the budget while Redis is killed and restarted, policy '${policy}'`, async () => {
       const { client, limiter } = await connectedLimiter(policy);
+      const loop = settleBound();
       const calls = traffic(limiter, 8);
       await until('decisions from Redis', () => lastDecision(calls.settled)?.source === 'store');
       const killedAt = performance.now();
@@ -116,7 +134,7 @@ describe.skipIf(!canSpawn)('when Redis fails', () => {
       await calls.stop();
       client.disconnect();
 
-      expect(slowest(calls.settled)).toBeLessThanOrEqual(BUDGET_MS + SLACK_MS);
+      expect(slowest(calls.settled)).toBeLessThanOrEqual(loop.bound());
       const down = calls.settled.filter((call) => call.start >= killedAt && call.end <= restartedAt);
       expect(down.length).toBeGreaterThan(20);
       const byPolicy =
@@ -131,6 +149,7 @@ describe.skipIf(!canSpawn)('when Redis fails', () => {
 
   it('settles every call within the budget while Redis hangs, and answers from Redis once it resumes', async () => {
     const { client, limiter } = await connectedLimiter('fallback');
+    const loop = settleBound();
     const calls = traffic(limiter, 8);
     await until('decisions from Redis', () => lastDecision(calls.settled)?.source === 'store');
     const pausedAt = performance.now();
@@ -145,7 +164,7 @@ describe.skipIf(!canSpawn)('when Redis fails', () => {
     await calls.stop();
     client.disconnect();
 
-    expect(slowest(calls.settled)).toBeLessThanOrEqual(BUDGET_MS + SLACK_MS);
+    expect(slowest(calls.settled)).toBeLessThanOrEqual(loop.bound());
     const hung = calls.settled.filter((call) => call.start >= pausedAt && call.end <= resumedAt);
     expect(hung.length).toBeGreaterThan(8);
     expect(hung.filter((call) => call.decision?.source !== 'fallback').slice(0, 5)).toEqual([]);
@@ -228,9 +247,10 @@ describe.skipIf(!canSpawn)('when Redis fails', () => {
     const limiter = createLimiter({ store, fallback: memoryStore() });
     const request = { organization: uniqueOrg('early'), endpoint: 'POST /browsers', plan: 'startup' } as const;
     expect(client.status).not.toBe('ready');
+    const loop = settleBound();
     const start = performance.now();
     const early = await Promise.all(Array.from({ length: 20 }, () => limiter.consume(request)));
-    expect(performance.now() - start).toBeLessThanOrEqual(BUDGET_MS + SLACK_MS);
+    expect(performance.now() - start).toBeLessThanOrEqual(loop.bound());
     expect(early.map((decision) => decision.source)).toEqual(Array(20).fill('store'));
     expect(early.at(-1)?.remaining).toBe(80);
     expect(store.stats()).toMatchObject({ unavailable: 0, sent: 20 });
@@ -251,9 +271,10 @@ describe.skipIf(!canSpawn)('when Redis fails', () => {
     const store = redisStore({ client });
     const limiter = createLimiter({ store, fallback: memoryStore() });
     const request = { organization: uniqueOrg('never'), endpoint: 'POST /browsers', plan: 'startup' } as const;
+    const loop = settleBound();
     const start = performance.now();
     const decisions = await Promise.all(Array.from({ length: 20 }, () => limiter.consume(request)));
-    expect(performance.now() - start).toBeLessThanOrEqual(BUDGET_MS + SLACK_MS);
+    expect(performance.now() - start).toBeLessThanOrEqual(loop.bound());
     expect(new Set(decisions.map((decision) => decision.source))).toEqual(new Set(['fallback']));
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect(store.stats()).toMatchObject({ sent: 0, queued: 0, expired: 20 });

@@ -9,7 +9,7 @@ import type { StoreErrorPolicy } from '@ratecard/core';
 import { expect } from 'vitest';
 import type { CallKind, FaultTrafficOptions, FaultTrafficReport } from './protocol.js';
 
-/** The limiter's budget in every child (the default), and what a call may take beyond it: the deadline timer's 1 ms
+/** The limiter's budget in every child (the default; a fault may set its own), and what a call may take beyond it: the deadline timer's 1 ms
  * and event-loop lag on a busy two-core machine. */
 export const BUDGET_MS = 100;
 export const SLACK_MS = 50;
@@ -104,13 +104,14 @@ export class Fleet {
     target: FaultTrafficOptions['target'],
     organizationOf: (policy: StoreErrorPolicy) => string,
     client: string,
+    budgetMs: number,
   ): Promise<Fleet> {
     const processes = POLICIES.map((policy) => {
       const options: FaultTrafficOptions = {
         target,
         client,
         policy,
-        budgetMs: BUDGET_MS,
+        budgetMs,
         organization: organizationOf(policy),
         loops: 4,
         pauseMs: 2,
@@ -247,7 +248,12 @@ export function summarise(run: PolicyRun): RunSummary {
 export type DuringFault = 'away' | 'unaffected' | 'either';
 
 /** The checks every fault shares, for one policy's run; returns the measured figures. */
-export function expectFaultHandled(scenario: string, run: PolicyRun, during: DuringFault): RunSummary {
+export function expectFaultHandled(
+  scenario: string,
+  run: PolicyRun,
+  during: DuringFault,
+  budgetMs: number,
+): RunSummary {
   const summary = summarise(run);
   const { report } = run;
   if (process.env.RATECARD_REPORT === '1') {
@@ -267,7 +273,7 @@ export function expectFaultHandled(scenario: string, run: PolicyRun, during: Dur
   expect(
     summary.maxSettleMs,
     `${label}: slowest call (the child's event loop ran up to ${report.loopDelayMaxMs.toFixed(0)} ms late)`,
-  ).toBeLessThanOrEqual(BUDGET_MS + SLACK_MS + report.loopDelayMaxMs);
+  ).toBeLessThanOrEqual(budgetMs + SLACK_MS + report.loopDelayMaxMs);
   // Nobody but Redis and the policy ever answers: no bare Error, no other code.
   const allowed = during === 'unaffected' ? ['store'] : ['store', ...BY_POLICY[run.policy]];
   expect(

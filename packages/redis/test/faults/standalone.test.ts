@@ -105,6 +105,7 @@ for (const clientName of FAULT_CLIENTS) {
           {
             name: 'SCRIPT FLUSH',
             during: 'unaffected',
+            budgetMs: 2_000,
             inflict: async () => {
               await redisCommand(server, ['SCRIPT', 'FLUSH']);
             },
