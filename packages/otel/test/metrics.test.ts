@@ -583,7 +583,7 @@ describe.skipIf(!canStartRedis('@ratecard/otel'))('on a Redis Cluster', () => {
 
   afterEach(() => client.disconnect());
 
-  it("counts the calls sent again by key when their slot had moved to another master the client's map did not name", async () => {
+  it("counts the calls sent again by key after their slot moved to another master behind the client's back", async () => {
     const key = endpointKey('org_a', 'POST /browsers');
     const slot = await redisCommand(cluster.masters[0] as RedisServer, ['CLUSTER', 'KEYSLOT', key]);
     const from = cluster.masters.find((server) => address(server) === client.slots[Number(slot)]?.[0]);
@@ -615,11 +615,18 @@ describe.skipIf(!canStartRedis('@ratecard/otel'))('on a Redis Cluster', () => {
       ['store', true],
     ]);
     expect(store.stats()).toMatchObject({ sent: 3, batches: 3, rerouted: 3 });
+    // MOVED put the slot's new master in the client's map: two more calls leave together, straight to it.
+    expect(client.slots[Number(slot)]?.[0]).toBe(address(to));
+    await Promise.all([1, 2].map(() => limiter.consume(request)));
+    expect(store.stats()).toMatchObject({ sent: 5, batches: 4, rerouted: 3 });
 
     const collected = await otel.collect();
     expect(sums(collected, 'ratecard.redis.calls.rerouted')).toEqual({ '': 3 });
-    expect(sums(collected, 'ratecard.redis.calls.sent')).toEqual({ '': 3 });
-    expect(sums(collected, 'ratecard.redis.script.calls')).toEqual({ '': 3 });
+    expect(sums(collected, 'ratecard.redis.calls.sent')).toEqual({ '': 5 });
+    expect(sums(collected, 'ratecard.redis.script.calls')).toEqual({ '': 4 });
+    expect(sums(collected, 'ratecard.decisions')).toEqual({
+      [decision('POST /browsers', 'enforce', 'allowed', 'store')]: 5,
+    });
     expect(await redisCommand(to, ['EXISTS', key])).toBe('1');
   });
 });
