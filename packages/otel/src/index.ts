@@ -66,6 +66,8 @@ export interface RedisStoreWithStats extends Store {
     sent: number;
     /** Consume script calls made. */
     batches: number;
+    /** The most consume calls one script call carried, since the store was made. */
+    largestBatch: number;
     /** Consume calls answered by the deny cache. */
     denyCacheHits: number;
     /** Buckets the deny cache remembers now. */
@@ -78,6 +80,8 @@ export interface RedisStoreWithStats extends Store {
     expired: number;
     /** Of `expired`: calls that reached Redis after their caller had stopped waiting, refused by the script. */
     late: number;
+    /** Cluster calls sent again one by one, by key, because their master no longer served their slot. */
+    rerouted: number;
     /** Calls waiting to be sent now. */
     queued: number;
   };
@@ -500,8 +504,19 @@ class OtelLimiterMetrics implements LimiterMetrics {
       'ratecard.redis.calls.unavailable',
       'Calls refused at once: the Redis client had lost its connection (or was closed), or Redis kept a call past its budget.',
     );
+    const rerouted = counter(
+      'ratecard.redis.calls.rerouted',
+      "Cluster consume calls sent again one by one, by key, because the master they were grouped for no longer served their slot (a migration or failover the client's slot map had not caught up with); the first try ran nothing.",
+    );
     const queued = gauge('ratecard.redis.calls.queued', 'Consume calls waiting to be sent now.', '{call}');
     const scriptCalls = counter('ratecard.redis.script.calls', 'Consume script calls made (each carries a batch).');
+    // A gauge though it only grows: a high-water mark, not a count of events, so neither its rate nor a sum over
+    // stores means anything; several stores report their largest.
+    const largestBatch = meter.createObservableGauge('ratecard.redis.script.largest_batch', {
+      description:
+        'The most consume calls one script call has carried since the store was made (the largest of the stores).',
+      unit: '{call}',
+    });
     const reloads = counter(
       'ratecard.redis.script.reloads',
       'Times a Redis node lacked the script (NOSCRIPT) and got it whole with EVAL.',
@@ -519,9 +534,11 @@ class OtelLimiterMetrics implements LimiterMetrics {
           sent: 0,
           expired: 0,
           late: 0,
+          rerouted: 0,
           unavailable: 0,
           queued: 0,
           batches: 0,
+          largestBatch: 0,
           reloads: 0,
           hits: 0,
           size: 0,
@@ -531,9 +548,11 @@ class OtelLimiterMetrics implements LimiterMetrics {
           total.sent += stats.sent;
           total.expired += stats.expired;
           total.late += stats.late;
+          total.rerouted += stats.rerouted;
           total.unavailable += stats.unavailable;
           total.queued += stats.queued;
           total.batches += stats.batches;
+          total.largestBatch = Math.max(total.largestBatch, stats.largestBatch);
           total.reloads += stats.scriptReloads;
           total.hits += stats.denyCacheHits;
           total.size += stats.denyCacheSize;
@@ -541,14 +560,16 @@ class OtelLimiterMetrics implements LimiterMetrics {
         result.observe(sent, total.sent);
         result.observe(expired, total.expired);
         result.observe(late, total.late);
+        result.observe(rerouted, total.rerouted);
         result.observe(unavailable, total.unavailable);
         result.observe(queued, total.queued);
         result.observe(scriptCalls, total.batches);
+        result.observe(largestBatch, total.largestBatch);
         result.observe(reloads, total.reloads);
         result.observe(hits, total.hits);
         result.observe(remembered, total.size);
       },
-      [sent, expired, late, unavailable, queued, scriptCalls, reloads, hits, remembered],
+      [sent, expired, late, rerouted, unavailable, queued, scriptCalls, largestBatch, reloads, hits, remembered],
     );
   }
 }

@@ -22,9 +22,16 @@ import {
 } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import { endpointKey, redisStore } from '@ratecard/redis';
-import { canStartRedis, type RedisServer, startRedis } from '@ratecard/redis/testing';
-import { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import {
+  canStartRedis,
+  type RedisCluster,
+  type RedisServer,
+  redisCommand,
+  startRedis,
+  startRedisCluster,
+} from '@ratecard/redis/testing';
+import { Cluster, Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import packageJson from '../package.json' with { type: 'json' };
 import { type LimiterMetrics, limiterMetrics, SCOPE_NAME, SCOPE_VERSION } from '../src/index.js';
 
@@ -59,14 +66,28 @@ function label(attributes: Attributes): string {
     .join(' ');
 }
 
-/** Every data point of a counter (or up-down counter), as attribute set → value. */
-function sums(metrics: Map<string, MetricData>, name: string): Record<string, number> {
+/** Every data point of a metric of one type, as attribute set → value. */
+function values(
+  metrics: Map<string, MetricData>,
+  name: string,
+  type: DataPointType.SUM | DataPointType.GAUGE,
+): Record<string, number> {
   const metric = metrics.get(name);
   if (metric === undefined) throw new Error(`no metric ${name}; got ${[...metrics.keys()].join(', ')}`);
-  expect(metric.dataPointType).toBe(DataPointType.SUM);
+  expect(metric.dataPointType).toBe(type);
   const points: Record<string, number> = {};
   for (const point of metric.dataPoints) points[label(point.attributes)] = point.value as number;
   return points;
+}
+
+/** Every data point of a counter (or up-down counter), as attribute set → value. */
+function sums(metrics: Map<string, MetricData>, name: string): Record<string, number> {
+  return values(metrics, name, DataPointType.SUM);
+}
+
+/** Every data point of a gauge, as attribute set → value. */
+function gauges(metrics: Map<string, MetricData>, name: string): Record<string, number> {
+  return values(metrics, name, DataPointType.GAUGE);
 }
 
 /** Every data point of the store duration histogram, as attribute set → count of calls. */
@@ -474,7 +495,10 @@ describe.skipIf(!canStartRedis('@ratecard/otel'))('on Redis', () => {
     expect(sums(collected, 'ratecard.redis.deny_cache.buckets')).toEqual({ '': 1 });
     expect(sums(collected, 'ratecard.redis.calls.expired')).toEqual({ '': 0 });
     expect(sums(collected, 'ratecard.redis.calls.late')).toEqual({ '': 0 });
+    expect(sums(collected, 'ratecard.redis.calls.rerouted')).toEqual({ '': 0 });
     expect(sums(collected, 'ratecard.redis.calls.queued')).toEqual({ '': 0 });
+    // Each call was awaited before the next was made: every script call carried one.
+    expect(gauges(collected, 'ratecard.redis.script.largest_batch')).toEqual({ '': 1 });
     // A fresh server had no script: the first call got NOSCRIPT and sent it whole.
     expect(sums(collected, 'ratecard.redis.script.reloads')).toEqual({ '': 1 });
     expect(sums(collected, 'ratecard.memory.buckets.held')).toEqual({ '': 1 });
@@ -516,5 +540,93 @@ describe.skipIf(!canStartRedis('@ratecard/otel'))('on Redis', () => {
     expect(sums(collected, 'ratecard.redis.calls.expired')).toEqual({ '': 15 });
     expect(sums(collected, 'ratecard.redis.calls.late')).toEqual({ '': 10 });
     expect(await client.exists(endpointKey('org_b', 'POST /browsers'))).toBe(0);
+  });
+
+  it('reports the largest batch any observed store sent in one script call: not a sum, not the latest', async () => {
+    const first = redisStore({ client });
+    const second = redisStore({ client });
+    const limiter = createLimiter({ store: metrics.redis(first), onStoreError: 'throw' });
+    const other = createLimiter({ store: metrics.redis(second), onStoreError: 'throw' });
+    const round = (on: Limiter, n: number) =>
+      Promise.all(Array.from({ length: n }, (_, i) => on.consume(developer(`org_${i}`, 'POST /browsers'))));
+    // Calls made in one turn leave in one script call: five then two through the first store, three through the second.
+    await round(limiter, 5);
+    await round(limiter, 2);
+    await round(other, 3);
+    expect(first.stats()).toMatchObject({ sent: 7, batches: 2, largestBatch: 5 });
+    expect(second.stats()).toMatchObject({ sent: 3, batches: 1, largestBatch: 3 });
+
+    const collected = await otel.collect();
+    expect(gauges(collected, 'ratecard.redis.script.largest_batch')).toEqual({ '': 5 });
+    expect(sums(collected, 'ratecard.redis.script.calls')).toEqual({ '': 3 });
+    expect(sums(collected, 'ratecard.redis.calls.sent')).toEqual({ '': 10 });
+  });
+});
+
+describe.skipIf(!canStartRedis('@ratecard/otel'))('on a Redis Cluster', () => {
+  let cluster: RedisCluster;
+  let client: Cluster;
+  const address = (server: RedisServer): string => `${server.host}:${server.port}`;
+
+  beforeAll(async () => {
+    cluster = await startRedisCluster({ masters: 3 });
+  }, 60_000);
+
+  afterAll(() => cluster?.stop());
+
+  beforeEach(async () => {
+    client = new Cluster(cluster.nodes);
+    await client.ping();
+    // Connected to every master, as a client under traffic is: the store sends each master its calls directly.
+    await Promise.all(client.nodes('master').map((node) => node.ping()));
+  });
+
+  afterEach(() => client.disconnect());
+
+  it("counts the calls sent again by key after their slot moved to another master behind the client's back", async () => {
+    const key = endpointKey('org_a', 'POST /browsers');
+    const slot = await redisCommand(cluster.masters[0] as RedisServer, ['CLUSTER', 'KEYSLOT', key]);
+    const from = cluster.masters.find((server) => address(server) === client.slots[Number(slot)]?.[0]);
+    const [to, ...others] = cluster.masters.filter((server) => server !== from);
+    if (from === undefined || to === undefined) throw new Error(`no master for slot ${slot}`);
+    const fromId = await redisCommand(from, ['CLUSTER', 'MYID']);
+    const toId = await redisCommand(to, ['CLUSTER', 'MYID']);
+    // The slot, empty, moves to another master as redis-cli --cluster reshard moves one; the client is not told.
+    await redisCommand(to, ['CLUSTER', 'SETSLOT', slot, 'IMPORTING', fromId]);
+    await redisCommand(from, ['CLUSTER', 'SETSLOT', slot, 'MIGRATING', toId]);
+    for (const server of [to, from, ...others]) await redisCommand(server, ['CLUSTER', 'SETSLOT', slot, 'NODE', toId]);
+    expect(client.slots[Number(slot)]?.[0]).toBe(address(from));
+
+    const store = redisStore({ client });
+    const limiter = createLimiter({
+      store: metrics.redis(store),
+      onStoreError: 'throw',
+      // A reroute takes a few round trips more; on a loaded machine they must not turn into a timeout.
+      storeTimeoutMs: 5_000,
+      onDecision: metrics.onDecision,
+    });
+    // Three calls in one turn leave in one script call to the old master, which refuses the key it no longer serves
+    // before writing anything; each call then goes again alone, by key, and the client follows MOVED.
+    const request = developer('org_a', 'POST /browsers');
+    const decisions = await Promise.all([1, 2, 3].map(() => limiter.consume(request)));
+    expect(decisions.map((decision) => [decision.source, decision.allowed])).toEqual([
+      ['store', true],
+      ['store', true],
+      ['store', true],
+    ]);
+    expect(store.stats()).toMatchObject({ sent: 3, batches: 3, rerouted: 3 });
+    // MOVED put the slot's new master in the client's map: two more calls leave together, straight to it.
+    expect(client.slots[Number(slot)]?.[0]).toBe(address(to));
+    await Promise.all([1, 2].map(() => limiter.consume(request)));
+    expect(store.stats()).toMatchObject({ sent: 5, batches: 4, rerouted: 3 });
+
+    const collected = await otel.collect();
+    expect(sums(collected, 'ratecard.redis.calls.rerouted')).toEqual({ '': 3 });
+    expect(sums(collected, 'ratecard.redis.calls.sent')).toEqual({ '': 5 });
+    expect(sums(collected, 'ratecard.redis.script.calls')).toEqual({ '': 4 });
+    expect(sums(collected, 'ratecard.decisions')).toEqual({
+      [decision('POST /browsers', 'enforce', 'allowed', 'store')]: 5,
+    });
+    expect(await redisCommand(to, ['EXISTS', key])).toBe('1');
   });
 });
