@@ -26,8 +26,12 @@ export class RateLimitError extends Error {
 /** Renders a caller's value for an error message without dumping huge or hostile strings. */
 export function describeValue(value: unknown): string {
   if (typeof value === 'string') {
-    const shown = value.length > 40 ? `${value.slice(0, 40)}…` : value;
-    return `${JSON.stringify(shown)} (${value.length} characters)`;
+    // Counted in code points, as the bounds on names are, so an emoji is one character and is never cut in half.
+    let characters = 0;
+    let shownEnd = 0;
+    for (const character of value) if (++characters <= 40) shownEnd += character.length;
+    const shown = characters > 40 ? `${value.slice(0, shownEnd)}…` : value;
+    return `${JSON.stringify(shown)} (${characters} ${characters === 1 ? 'character' : 'characters'})`;
   }
   if (typeof value === 'number') return Object.is(value, -0) ? '-0' : String(value);
   if (typeof value === 'bigint') return `${value}n`;

@@ -535,9 +535,13 @@ class RedisBucketStore implements RedisStore {
     this.unavailable += calls;
     let error = this.notReadyErrors.get(state);
     if (error === undefined) {
+      // node-redis reports a client never connected as it does a closed one, and a forgotten connect() is the likelier.
+      const closed = this.connection.kind.startsWith('node-redis')
+        ? 'is not open: connect it with `await client.connect()`, or it was closed'
+        : 'is closed';
       const what =
         state === 'closed'
-          ? 'is closed'
+          ? closed
           : state === 'down'
             ? 'lost its connection to Redis and is reconnecting; calls are refused at once until it is ready'
             : 'is not ready (connecting)';

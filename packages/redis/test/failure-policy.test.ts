@@ -2,6 +2,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createLimiter, type Decision, type Limiter, RateLimitError, type StoreErrorPolicy } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import { Redis } from 'ioredis';
+import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisStore } from '../src/index.js';
 import { canStartRedis, type RedisServer, startRedis } from '../src/testing.js';
@@ -289,5 +290,22 @@ describe.skipIf(!canSpawn)('when Redis fails', () => {
     expect(refusal).toBeInstanceOf(RateLimitError);
     expect(refusal.code).toBe('store_unavailable');
     expect(store.stats()).toMatchObject({ unavailable: 1, sent: 0 });
+  });
+
+  it('tells a node-redis client never connected to connect, and logs so once under the fallback', async () => {
+    const client = createClient({ url: server.url });
+    const store = redisStore({ client });
+    const refusal = await Promise.resolve(consumeRpm(store, uniqueOrg('unopened'), 'e', 10, 1)).catch((error) => error);
+    expect(refusal).toBeInstanceOf(RateLimitError);
+    expect(refusal.code).toBe('store_unavailable');
+    expect(refusal.message).toBe(
+      'ratecard: the node-redis client is not open: connect it with `await client.connect()`, or it was closed',
+    );
+    const lines: string[] = [];
+    const limiter = createLimiter({ store, fallback: memoryStore(), log: (line) => lines.push(line) });
+    const request = { organization: uniqueOrg('unopened'), endpoint: 'POST /browsers', plan: 'startup' } as const;
+    expect((await limiter.consume(request)).source).toBe('fallback');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain('connect it with `await client.connect()`');
   });
 });

@@ -4,8 +4,8 @@ import type { Store } from '../store.js';
 export interface TestApi {
   /** Declares a group of tests; `body` declares them, at once. */
   describe(name: string, body: () => void): void;
-  /** Declares one test; `body` may return a promise, `timeout` is in ms. */
-  it(name: string, body: () => unknown, timeout?: number): void;
+  /** Declares one test; `body` returns a promise, `timeout` is in ms (node:test takes no timeout there, and has none). */
+  it(name: string, body: () => Promise<void>, timeout?: number): void;
 }
 
 /** How the contract suite makes and disposes of the stores it tests. */
