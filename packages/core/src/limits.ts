@@ -153,7 +153,7 @@ export function perDay(n: number, options?: PeriodOptions): Limit {
  */
 export function limitList(value: unknown, what: string, code: 'invalid_argument' | 'invalid_option'): readonly Limit[] {
   if (!Array.isArray(value)) {
-    const list = alone.get(value as Limit);
+    const list = alone.get(value as Limit) ?? (adopted(value) ? alone.get(value as Limit) : undefined);
     if (list === undefined) throw notALimit(value, what, code);
     return list;
   }
@@ -166,7 +166,7 @@ export function limitList(value: unknown, what: string, code: 'invalid_argument'
   }
   for (let i = 0; i < n; i++) {
     const limit = value[i] as Limit;
-    if (!made.has(limit)) throw notALimit(limit, what, code);
+    if (!made.has(limit) && !adopted(limit)) throw notALimit(limit, what, code);
     for (let j = 0; j < i; j++) {
       if ((value[j] as Limit).name === limit.name) {
         throw new RateLimitError(
@@ -186,7 +186,29 @@ function notALimit(value: unknown, what: string, code: 'invalid_argument' | 'inv
   );
 }
 
-/** Whether a value is a limit made by this module (and so checked and frozen). */
+/**
+ * Takes a limit made by another copy of this module as made here: an application that loads both builds of
+ * @ratecard/core (its ES modules import one, a CommonJS dependency requires the other) has two registries, and a limit
+ * from one would otherwise be refused by the other. A frozen object whose numbers are the ones tokenBucket makes from
+ * its capacity, refill, interval and name passes every check a made limit passed; anything else is not a limit.
+ */
+function adopted(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null || !Object.isFrozen(value)) return false;
+  const { name, capacity, refill, intervalMs, unitsPerToken, unitsPerMs } = value as Limit;
+  if (typeof name !== 'string') return false;
+  let own: Limit;
+  try {
+    own = tokenBucket({ capacity, refill, intervalMs, name });
+  } catch {
+    return false;
+  }
+  if (own.unitsPerToken !== unitsPerToken || own.unitsPerMs !== unitsPerMs) return false;
+  made.add(value as Limit);
+  alone.set(value as Limit, Object.freeze([value as Limit]));
+  return true;
+}
+
+/** Whether a value is a limit made by this module (and so checked and frozen), or by another copy of it. */
 export function isLimit(value: unknown): value is Limit {
-  return made.has(value as Limit);
+  return made.has(value as Limit) || adopted(value);
 }

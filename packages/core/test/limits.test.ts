@@ -12,6 +12,7 @@ import {
   RateLimitError,
   tokenBucket,
 } from '../src/index.js';
+import { limitList } from '../src/limits.js';
 
 /** The error `make` throws, which must be invalid_option. */
 function optionError(make: () => unknown): RateLimitError {
@@ -48,6 +49,25 @@ describe('tokenBucket', () => {
     expect(Object.isFrozen(limit)).toBe(true);
     expect(isLimit(limit)).toBe(true);
     expect(isLimit({ ...limit })).toBe(false);
+  });
+
+  it("takes a frozen limit of another copy of the module (the other build's) when its numbers are tokenBucket's", () => {
+    // What the ESM build's perSecond(5, { burst: 10 }) is to the CommonJS build: a frozen object this copy never made.
+    const other = Object.freeze({ ...perSecond(5, { burst: 10 }) });
+    expect(isLimit(other)).toBe(true);
+    expect(limitList(other, 'limits', 'invalid_argument')).toEqual([other]);
+    expect(limitList([other, perHour(100)], 'limits', 'invalid_argument')[0]).toBe(other);
+  });
+
+  it.each([
+    ['a unit count that does not follow', { unitsPerToken: 100 }],
+    ['a rate over its bound', { refill: MAX_REFILL + 1 }],
+    ['a name of characters no limit has', { name: 'a b' }],
+    ['no name', { name: undefined }],
+  ])('refuses a frozen look-alike with %s', (_label, change) => {
+    const lookAlike = Object.freeze({ ...perSecond(5), ...change });
+    expect(isLimit(lookAlike)).toBe(false);
+    expect(() => limitList(lookAlike, 'limits', 'invalid_argument')).toThrow(RateLimitError);
   });
 
   it('names a limit by its interval in the largest whole unit, or as given', () => {

@@ -107,6 +107,29 @@ run();
 `;
 
 /**
+ * Both builds of core in one process, as when an ES-modules application uses a CommonJS dependency that requires
+ * ratecard: limits made by either build are taken by the other's limiter, in plans and in a request.
+ */
+const bothBuilds = `
+import { createRequire } from 'node:module';
+import * as esm from '@ratecard/core';
+import { memoryStore } from '@ratecard/memory';
+const cjs = createRequire(import.meta.url)('@ratecard/core');
+const run = async () => {
+  const byCjs = cjs.createLimiter({ store: memoryStore(), plans: { free: esm.perMinute(2) } });
+  const byEsm = esm.createLimiter({ store: memoryStore() });
+  const seen = [esm.createLimiter === cjs.createLimiter];
+  for (let i = 0; i < 3; i++) {
+    seen.push((await byCjs.consume({ organization: 'o', endpoint: 'POST /a', plan: 'free' })).allowed);
+  }
+  const own = await byEsm.consume({ organization: 'o', endpoint: 'POST /a', limits: cjs.perSecond(5, { burst: 7 }) });
+  seen.push(own.limit, own.remaining);
+  console.log(JSON.stringify(seen));
+};
+run();
+`;
+
+/**
  * Strict TypeScript: every export path type-checks from ESM and from CommonJS (their declarations included:
  * skipLibCheck is off), and a typed use of the limiter whose `@ts-expect-error` lines fail if a type widened to any.
  */
@@ -202,6 +225,11 @@ describe.each(Object.entries(INSTALLERS))(
         ]);
       },
     );
+
+    it('takes limits made by the ES-modules build of core in the CommonJS build, and the other way round', () => {
+      writeFileSync(join(project, 'both-builds.mjs'), bothBuilds);
+      expect(JSON.parse(run([process.execPath, 'both-builds.mjs'], project))).toEqual([false, true, true, false, 7, 6]);
+    });
 
     it('type-checks with tsc --strict, module nodenext: every export path from ESM and CommonJS, and a typed use', () => {
       writeFileSync(join(project, 'tsconfig.json'), JSON.stringify(TSCONFIG, null, 2));
