@@ -74,6 +74,13 @@ function pathSegments(path: string): string[] {
     .filter((segment) => segment.length > 0);
 }
 
+function notAnEndpoint(endpoint: string): RateLimitError {
+  return new RateLimitError(
+    'invalid_argument',
+    `ratecard: endpoint must be a rule key or '<METHOD> <path>' such as 'POST /browsers', got ${describeValue(endpoint)}`,
+  );
+}
+
 function badRule(message: string): RateLimitError {
   return new RateLimitError('invalid_option', `ratecard: ${message}`);
 }
@@ -191,13 +198,14 @@ export class EndpointRules {
 
   /**
    * The rule for an endpoint string: a rule key itself (the fast path), or a concrete `'<METHOD> <path>'` such as
-   * `'PUT /browser_pools/abc?x=1'` matched against the patterns.
+   * `'PUT /browser_pools/abc?x=1'` matched against the patterns. Anything else (`'/browsers'`, a method alone) could
+   * match no rule, and would leave the request unlimited without a word: it throws `invalid_argument`.
    */
   forEndpoint(endpoint: string): EndpointRule | undefined {
     const exact = this.byKey.get(endpoint);
     if (exact !== undefined) return exact;
     const space = endpoint.indexOf(' ');
-    if (space <= 0) return undefined;
+    if (space <= 0 || endpoint.charCodeAt(space + 1) !== 47 /* '/' */) throw notAnEndpoint(endpoint);
     return this.forRequest(endpoint.slice(0, space), endpoint.slice(space + 1));
   }
 

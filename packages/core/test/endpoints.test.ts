@@ -34,8 +34,17 @@ describe('endpoint rules', () => {
   it('matches nothing for other methods, deeper paths or unknown endpoints', () => {
     expect(rules.forRequest('GET', '/browsers')).toBeUndefined();
     expect(rules.forRequest('POST', '/browser-pools/p1/flush')).toBeUndefined();
-    expect(rules.forEndpoint('whatever')).toBeUndefined();
+    expect(rules.forEndpoint('GET /whatever')).toBeUndefined();
   });
+
+  it.each(['whatever', '/browsers', 'POST', 'POST browsers', ' /browsers'])(
+    'refuses the endpoint %j, which could match no rule, with invalid_argument',
+    (endpoint) => {
+      expect(() => rules.forEndpoint(endpoint)).toThrowError(
+        expect.objectContaining({ code: 'invalid_argument', message: expect.stringContaining("'<METHOD> <path>'") }),
+      );
+    },
+  );
 
   it.each(['browsers', 'POST browsers', 'post /browsers', 'POST  /browsers', ''])('rejects the rule key %j', (key) => {
     expect(() => rulesOf({ [key]: 'enforce' })).toThrowError(expect.objectContaining({ code: 'invalid_option' }));

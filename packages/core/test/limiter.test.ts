@@ -100,6 +100,8 @@ describe('createLimiter', () => {
       ['a non-string organization', { organization: 42 as unknown as string }, 'invalid_argument'],
       ['a 257-character organization', { organization: 'x'.repeat(257) }, 'invalid_argument'],
       ['an empty endpoint', { endpoint: '' }, 'invalid_argument'],
+      ['an endpoint without a method', { endpoint: '/browsers' }, 'invalid_argument'],
+      ['an endpoint without a path', { endpoint: 'POST' }, 'invalid_argument'],
       ['an unknown plan', { plan: 'gold' as 'developer' }, 'unknown_plan'],
       ['a zero cost', { cost: 0 }, 'invalid_argument'],
       ['a negative cost', { cost: -1 }, 'invalid_argument'],
