@@ -66,11 +66,14 @@ function planLimit(plan: unknown): number {
   }
 }
 
-function unknownPlan(plan: unknown): RateLimitError {
-  return new RateLimitError(
-    'unknown_plan',
-    `ratecard: plan must be one of ${Object.keys(PLANS).join(', ')}, got ${describeValue(plan)}`,
-  );
+function unknownPlan(plan: unknown, names: Iterable<string> = Object.keys(PLANS)): RateLimitError {
+  const known = [...names].join(', ');
+  // No plan at all is the likelier slip (a request with only trial or override): say what a request needs.
+  const message =
+    plan === undefined
+      ? `ratecard: a request needs a plan (one of ${known}) or limits of its own, got neither`
+      : `ratecard: plan must be one of ${known}, got ${describeValue(plan)}`;
+  return new RateLimitError('unknown_plan', message);
 }
 
 function badOverride(override: unknown): RateLimitError {
@@ -215,10 +218,7 @@ export class PlanBook {
   }
 
   private unknownPlan(plan: unknown): RateLimitError {
-    return new RateLimitError(
-      'unknown_plan',
-      `ratecard: plan must be one of ${[...this.names].join(', ')}, got ${describeValue(plan)}`,
-    );
+    return unknownPlan(plan, this.names);
   }
 
   /** `perMinute(override)`, checked, as a list: made once per value (the first time, out of the decision's way). */

@@ -43,6 +43,18 @@ describe('plans', () => {
     },
   );
 
+  it('says a request with no plan needs a plan or limits of its own (a trial or an override alone is not one)', () => {
+    for (const request of [{ trial: true }, { override: 100 }, {}]) {
+      expect(() => limitFor(request as Parameters<typeof limitFor>[0])).toThrowError(
+        expect.objectContaining({
+          code: 'unknown_plan',
+          message:
+            'ratecard: a request needs a plan (one of developer, hobbyist, startup, enterprise) or limits of its own, got neither',
+        }),
+      );
+    }
+  });
+
   it.each([0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53, MAX_LIMIT + 1, '100'])(
     'rejects the override %s as invalid_argument, naming it',
     (override) => {
@@ -105,12 +117,16 @@ describe('own plans', () => {
 
   it('replace the spec plans: a spec plan name is unknown_plan, naming the known plans', async () => {
     const { store, limiter } = make();
-    for (const plan of ['developer', 'gold', '__proto__', undefined]) {
-      await expect(limiter.consume(ask(plan as string))).rejects.toMatchObject({
+    for (const plan of ['developer', 'gold', '__proto__']) {
+      await expect(limiter.consume(ask(plan))).rejects.toMatchObject({
         code: 'unknown_plan',
         message: expect.stringMatching(/^ratecard: plan must be one of free, pro, got /),
       });
     }
+    await expect(limiter.consume(ask(undefined as unknown as string))).rejects.toMatchObject({
+      code: 'unknown_plan',
+      message: 'ratecard: a request needs a plan (one of free, pro) or limits of its own, got neither',
+    });
     expect(store.calls).toBe(0);
   });
 
