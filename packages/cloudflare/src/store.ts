@@ -1,4 +1,12 @@
-import { clientClock, describeValue, type Limit, type Outcome, RateLimitError, type Store } from '@ratecard/core';
+import {
+  checkOptionKeys,
+  clientClock,
+  describeValue,
+  type Limit,
+  type Outcome,
+  RateLimitError,
+  type Store,
+} from '@ratecard/core';
 import type { BucketLimit } from './object.js';
 
 /** The calls the store makes on an organization's object: `RatecardBuckets`' methods, as a stub offers them. */
@@ -41,6 +49,12 @@ export interface DurableObjectStoreOptions<Id = unknown> {
   now?: () => number;
 }
 
+/** Every key of DurableObjectStoreOptions: durableObjectStore refuses any other. */
+const DURABLE_OBJECT_STORE_OPTIONS = { namespace: true, clock: true, now: true } satisfies Record<
+  keyof DurableObjectStoreOptions,
+  true
+>;
+
 function invalid(message: string): RateLimitError {
   return new RateLimitError('invalid_option', `ratecard: ${message}`);
 }
@@ -71,6 +85,7 @@ class DurableObjectStore<Id> implements Store {
     if (typeof options !== 'object' || options === null) {
       throw invalid(`durableObjectStore needs an options object, got ${describeValue(options)}`);
     }
+    checkOptionKeys(options, DURABLE_OBJECT_STORE_OPTIONS, 'durableObjectStore');
     const { namespace } = options;
     if (typeof namespace?.idFromName !== 'function' || typeof namespace?.get !== 'function') {
       throw invalid(

@@ -1,6 +1,6 @@
 import { perMinute, RateLimitError } from '@ratecard/core';
 import { describe, expect, it } from 'vitest';
-import { type BucketsNamespace, durableObjectStore } from '../src/store.js';
+import { type BucketsNamespace, type DurableObjectStoreOptions, durableObjectStore } from '../src/store.js';
 
 // Options are checked where the store is made, and a closed store sends nothing. Neither needs the runtime: the
 // namespace here only records that it was never used.
@@ -43,6 +43,29 @@ describe('durableObjectStore options', () => {
     expect(codeOf(() => durableObjectStore({ namespace, clock: 'client', now: 5 as never }))).toBe('invalid_option');
     expect(() => durableObjectStore({ namespace, now: () => 1 })).toThrow(/now is read only with clock 'client'/);
     expect(codeOf(() => durableObjectStore({ namespace, clock: 'client', now: () => 1 }))).toBeUndefined();
+  });
+
+  it('takes every option of DurableObjectStoreOptions', () => {
+    const namespace = untouched();
+    const every: Required<DurableObjectStoreOptions> = { namespace, clock: 'client', now: () => 1 };
+    expect(durableObjectStore(every).shared).toBe(true);
+    expect(namespace.used).toBe(0);
+  });
+
+  it('refuses an unknown option, even one set to undefined, naming the option it most likely meant', () => {
+    for (const value of [untouched(), undefined]) {
+      let error: unknown;
+      try {
+        durableObjectStore({ namespace: untouched(), namepsace: value } as DurableObjectStoreOptions);
+      } catch (caught) {
+        error = caught;
+      }
+      expect(error).toBeInstanceOf(RateLimitError);
+      expect((error as RateLimitError).code).toBe('invalid_option');
+      expect((error as RateLimitError).message).toBe(
+        'ratecard: durableObjectStore got an unknown option "namepsace"; did you mean "namespace"? It takes namespace, clock, now',
+      );
+    }
   });
 
   it('declares itself shared, and once closed rejects every call with store_closed, sending nothing', async () => {

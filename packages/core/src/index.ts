@@ -54,5 +54,6 @@ export {
   type TokenBucketOptions,
   tokenBucket,
 } from './limits.js';
+export { checkOptionKeys } from './options.js';
 export { type Identity, limitFor, MAX_LIMIT, PLANS, type Plan, type Plans, SPEC_PLANS } from './plans.js';
 export { clientClock, type Store } from './store.js';

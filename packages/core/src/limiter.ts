@@ -4,6 +4,7 @@ import { type Decision, type DecisionSource, decide, decideWithoutStore } from '
 import { DEFAULT_ENDPOINTS, type EndpointRule, EndpointRules, type EndpointSpec, EVERY_ENDPOINT } from './endpoints.js';
 import { describeValue, RateLimitError } from './errors.js';
 import { type Limit, type Limits, limitList } from './limits.js';
+import { checkOptionKeys } from './options.js';
 import { type Identity, PlanBook, type Plans } from './plans.js';
 import type { Store } from './store.js';
 
@@ -68,6 +69,19 @@ export interface LimiterOptions {
    */
   log?: (line: string) => void;
 }
+
+/** Every key of LimiterOptions: createLimiter refuses any other. */
+const LIMITER_OPTIONS = {
+  store: true,
+  plans: true,
+  trialPlan: true,
+  endpoints: true,
+  onDecision: true,
+  onStoreError: true,
+  fallback: true,
+  storeTimeoutMs: true,
+  log: true,
+} satisfies Record<keyof LimiterOptions, true>;
 
 /** Decides requests against their limits over one store; made by `createLimiter`. */
 export interface Limiter {
@@ -245,6 +259,7 @@ class TokenBucketLimiter implements Limiter {
         `ratecard: createLimiter needs an options object, got ${describeValue(options)}`,
       );
     }
+    checkOptionKeys(options, LIMITER_OPTIONS, 'createLimiter');
     const { store, fallback } = options;
     if (!isStore(store)) {
       throw new RateLimitError(

@@ -1,4 +1,5 @@
 import { describeValue, RateLimitError } from './errors.js';
+import { checkOptionKeys } from './options.js';
 
 /**
  * A token bucket's three numbers, made once, checked where it is made, frozen, and passed around as a value: it holds
@@ -36,6 +37,12 @@ export interface TokenBucketOptions {
   name?: string;
 }
 
+/** Every key of TokenBucketOptions: tokenBucket refuses any other. */
+const TOKEN_BUCKET_OPTIONS = { capacity: true, refill: true, intervalMs: true, name: true } satisfies Record<
+  keyof TokenBucketOptions,
+  true
+>;
+
 /** Options of `perSecond`, `perMinute`, `perHour` and `perDay`. */
 export interface PeriodOptions {
   /** Most tokens the bucket holds; default the rate itself. */
@@ -43,6 +50,9 @@ export interface PeriodOptions {
   /** Default: the period, '1s', '1m', '1h' or '1d'. */
   name?: string;
 }
+
+/** Every key of PeriodOptions: perSecond, perMinute, perHour and perDay refuse any other. */
+const PERIOD_OPTIONS = { burst: true, name: true } satisfies Record<keyof PeriodOptions, true>;
 
 /** The longest interval: a day. Longer ones would let the exact unit conversion of a limit change pass 2^53. */
 export const MAX_INTERVAL_MS = 86_400_000;
@@ -96,6 +106,7 @@ export function tokenBucket(options: TokenBucketOptions): Limit {
   if (typeof options !== 'object' || options === null) {
     throw badOption(`tokenBucket needs { capacity, refill, intervalMs }, got ${describeValue(options)}`);
   }
+  checkOptionKeys(options, TOKEN_BUCKET_OPTIONS, 'tokenBucket');
   const intervalMs = checkWhole(options.intervalMs, 'intervalMs', MAX_INTERVAL_MS);
   const refill = checkWhole(options.refill, 'refill', MAX_REFILL);
   const capacity = checkWhole(options.capacity, 'capacity', MAX_BUCKET_UNITS);
@@ -121,6 +132,7 @@ function perPeriod(n: number, options: PeriodOptions | undefined, intervalMs: nu
   if (options !== undefined && (typeof options !== 'object' || options === null)) {
     throw badOption(`${what} takes { burst?, name? } as its second argument, got ${describeValue(options)}`);
   }
+  if (options !== undefined) checkOptionKeys(options, PERIOD_OPTIONS, what);
   const capacity = options?.burst ?? n;
   if (options?.burst !== undefined) checkWhole(capacity, 'burst', MAX_BUCKET_UNITS);
   return tokenBucket({ capacity, refill: n, intervalMs, name: options?.name });

@@ -4,6 +4,7 @@ import {
   type Decision,
   type Limit,
   type Limiter,
+  type LimiterOptions,
   type LimitRequest,
   perHour,
   perSecond,
@@ -174,6 +175,51 @@ describe('createLimiter', () => {
     expect(() => createLimiter({ store })).toThrowError(/needs a fallback store/);
     expect(() => createLimiter({ store: {} as ScriptedStore })).toThrowError(/store must be a Store/);
     expect(() => createLimiter({ store, fallback: {} as ScriptedStore })).toThrowError(/fallback must be a Store/);
+  });
+
+  it('takes every option of LimiterOptions', async () => {
+    const every: Required<LimiterOptions> = {
+      store: new ScriptedStore(),
+      plans: { free: perSecond(2) },
+      trialPlan: 'free',
+      endpoints: { 'POST /browsers': 'enforce' },
+      onDecision: () => {},
+      onStoreError: 'fallback',
+      fallback: new ScriptedStore(),
+      storeTimeoutMs: 50,
+      log: () => {},
+    };
+    limiter = createLimiter(every);
+    expect(await limiter.consume({ organization: 'org_a', endpoint: 'POST /browsers', plan: 'free' })).toMatchObject({
+      allowed: true,
+      limit: 2,
+    });
+  });
+
+  it('refuses an unknown option, even one set to undefined, naming the option it most likely meant', () => {
+    const store = new ScriptedStore();
+    const takes =
+      'It takes store, plans, trialPlan, endpoints, onDecision, onStoreError, fallback, storeTimeoutMs, log';
+    for (const [key, meant] of [
+      ['plan', 'plans'],
+      ['storeTimeout', 'storeTimeoutMs'],
+      ['onstoreerror', 'onStoreError'],
+    ]) {
+      for (const value of [{ free: perSecond(2) }, undefined]) {
+        const options = { store, onStoreError: 'allow', [key as string]: value } as LimiterOptions;
+        let error: unknown;
+        try {
+          createLimiter(options);
+        } catch (caught) {
+          error = caught;
+        }
+        expect(error).toBeInstanceOf(RateLimitError);
+        expect((error as RateLimitError).code).toBe('invalid_option');
+        expect((error as RateLimitError).message).toBe(
+          `ratecard: createLimiter got an unknown option "${key}"; did you mean "${meant}"? ${takes}`,
+        );
+      }
+    }
   });
 });
 

@@ -5,11 +5,13 @@ import {
   MAX_BUCKET_UNITS,
   MAX_INTERVAL_MS,
   MAX_REFILL,
+  type PeriodOptions,
   perDay,
   perHour,
   perMinute,
   perSecond,
   RateLimitError,
+  type TokenBucketOptions,
   tokenBucket,
 } from '../src/index.js';
 import { limitList } from '../src/limits.js';
@@ -123,6 +125,26 @@ describe('tokenBucket', () => {
       /tokenBucket needs \{ capacity, refill, intervalMs \}/,
     );
   });
+
+  it('takes every option of TokenBucketOptions', () => {
+    const every: Required<TokenBucketOptions> = { capacity: 10, refill: 5, intervalMs: 1_000, name: 'api' };
+    expect(tokenBucket(every)).toMatchObject(every);
+  });
+
+  it('throws invalid_option for an unknown option, suggesting the one meant', () => {
+    const options = { capacity: 10, refill: 5, interval: 1_000 } as unknown as TokenBucketOptions;
+    expect(optionError(() => tokenBucket(options)).message).toBe(
+      'ratecard: tokenBucket got an unknown option "interval"; did you mean "intervalMs"? It takes capacity, refill, intervalMs, name',
+    );
+    const periodOption = { capacity: 10, refill: 5, intervalMs: 1_000, burst: 20 } as TokenBucketOptions;
+    expect(optionError(() => tokenBucket(periodOption)).message).toBe(
+      'ratecard: tokenBucket got an unknown option "burst"; it takes capacity, refill, intervalMs, name',
+    );
+    const misspelt = { capacity: 10, refill: 5, intervalMs: 1_000, nmae: 'api' } as TokenBucketOptions;
+    expect(optionError(() => tokenBucket(misspelt)).message).toBe(
+      'ratecard: tokenBucket got an unknown option "nmae"; did you mean "name"? It takes capacity, refill, intervalMs, name',
+    );
+  });
 });
 
 describe('perSecond, perMinute, perHour, perDay', () => {
@@ -169,4 +191,20 @@ describe('perSecond, perMinute, perHour, perDay', () => {
       /takes \{ burst\?, name\? \}/,
     );
   });
+
+  it.each(helpers)('%s takes every option of PeriodOptions', (_what, helper) => {
+    const every: Required<PeriodOptions> = { burst: 20, name: 'api' };
+    expect(helper(10, every)).toMatchObject({ capacity: 20, refill: 10, name: 'api' });
+  });
+
+  it.each(helpers)(
+    '%s throws invalid_option for an unknown option, even undefined, suggesting the one meant',
+    (what, helper) => {
+      for (const options of [{ brust: 20 }, { brust: undefined }]) {
+        expect(optionError(() => helper(10, options as PeriodOptions)).message).toBe(
+          `ratecard: ${what} got an unknown option "brust"; did you mean "burst"? It takes burst, name`,
+        );
+      }
+    },
+  );
 });

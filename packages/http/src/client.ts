@@ -4,7 +4,7 @@
  *
  * @module @ratecard/http/client
  */
-import { describeValue, RateLimitError } from '@ratecard/core';
+import { checkOptionKeys, describeValue, RateLimitError } from '@ratecard/core';
 import {
   type Quota,
   type RateLimitReason,
@@ -51,6 +51,17 @@ export interface RateLimitedFetchOptions {
   /** Default: `performance.now()` and `setTimeout`. */
   clock?: Clock;
 }
+
+/** Every key of RateLimitedFetchOptions: rateLimitedFetch refuses any other. */
+const FETCH_OPTIONS = {
+  fetch: true,
+  maxRetries: true,
+  maxWait: true,
+  pace: true,
+  key: true,
+  onWait: true,
+  clock: true,
+} satisfies Record<keyof RateLimitedFetchOptions, true>;
 
 /** One wait of one call, reported through `onWait`. */
 export interface WaitEvent {
@@ -133,6 +144,7 @@ function checkOptions(options: RateLimitedFetchOptions): void {
       `ratecard: rateLimitedFetch options must be an object, got ${describeValue(options)}`,
     );
   }
+  checkOptionKeys(options, FETCH_OPTIONS, 'rateLimitedFetch');
   const { maxRetries, maxWait } = options;
   if (maxRetries !== undefined && (!Number.isSafeInteger(maxRetries) || maxRetries < 0)) {
     throw new RateLimitError(

@@ -1,4 +1,11 @@
-import { type Decision, describeValue, type Limiter, type LimitRequest, RateLimitError } from '@ratecard/core';
+import {
+  checkOptionKeys,
+  type Decision,
+  describeValue,
+  type Limiter,
+  type LimitRequest,
+  RateLimitError,
+} from '@ratecard/core';
 import { INTERNAL_ERROR, RATE_LIMIT_EXCEEDED } from './body.js';
 import { checkPolicy, type RateLimitHeaderOptions, rateLimitHeaders } from './headers.js';
 
@@ -32,6 +39,16 @@ export interface RateLimitOptions<Request> extends RateLimitHeaderOptions {
    */
   onError?: (error: unknown, request: Request) => void;
 }
+
+/** Every key of RateLimitOptions: the middleware refuses any other. */
+const RATE_LIMIT_OPTIONS = {
+  limiter: true,
+  identify: true,
+  onError: true,
+  ietf: true,
+  policy: true,
+  shadowHeaders: true,
+} satisfies Record<keyof RateLimitOptions<unknown>, true>;
 
 /** What an adapter does with a request. */
 export type Verdict =
@@ -96,6 +113,7 @@ export function resolveOptions<Request>(options: RateLimitOptions<Request>): Res
       `ratecard: the rate-limit middleware needs an options object { limiter, identify }, got ${describeValue(options)}`,
     );
   }
+  checkOptionKeys(options, RATE_LIMIT_OPTIONS, 'the rate-limit middleware');
   const { limiter, identify, onError, ietf, policy, shadowHeaders } = options;
   if (
     typeof limiter !== 'object' ||

@@ -5,6 +5,7 @@
  */
 import {
   type BucketShape,
+  checkOptionKeys,
   describeValue,
   type Limit,
   msUntilFull,
@@ -30,6 +31,9 @@ export interface MemoryStoreOptions {
    */
   maxBuckets?: number;
 }
+
+/** Every key of MemoryStoreOptions: memoryStore refuses any other. */
+const MEMORY_STORE_OPTIONS = { now: true, maxBuckets: true } satisfies Record<keyof MemoryStoreOptions, true>;
 
 /** The memory store's counters, from `stats()`. */
 export interface MemoryStoreStats {
@@ -96,6 +100,13 @@ class InProcessStore implements MemoryStore {
   private readonly sweepEvery: number;
 
   constructor(options: MemoryStoreOptions) {
+    if (typeof options !== 'object' || options === null) {
+      throw new RateLimitError(
+        'invalid_option',
+        `ratecard: memoryStore takes an options object, got ${describeValue(options)}`,
+      );
+    }
+    checkOptionKeys(options, MEMORY_STORE_OPTIONS, 'memoryStore');
     // Read per call, not captured, so that a fake clock installed after creation is seen.
     this.now = options.now ?? (() => Date.now());
     if (typeof this.now !== 'function') {

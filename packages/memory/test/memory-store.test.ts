@@ -1,6 +1,6 @@
 import { createLimiter, perHour, perMinute, perSecond, RateLimitError } from '@ratecard/core';
 import { describe, expect, it } from 'vitest';
-import { memoryStore } from '../src/index.js';
+import { type MemoryStoreOptions, memoryStore } from '../src/index.js';
 
 const T0 = 1_700_000_000_000;
 /** 10 a minute: a token is 6 000 units. */
@@ -82,6 +82,33 @@ describe('memoryStore', () => {
     expect(() => memoryStore({ maxBuckets: 0 })).toThrowError(RateLimitError);
     expect(() => memoryStore({ maxBuckets: 1.5 })).toThrowError(/maxBuckets must be a positive integer, got 1.5/);
     expect(() => memoryStore({ now: 5 as unknown as () => number })).toThrowError(/now must be a function/);
+    expect(() => memoryStore(null as unknown as MemoryStoreOptions)).toThrowError(
+      /memoryStore takes an options object, got null/,
+    );
+  });
+
+  it('takes every option of MemoryStoreOptions', () => {
+    const every: Required<MemoryStoreOptions> = { now: () => T0, maxBuckets: 1 };
+    const store = memoryStore(every);
+    store.consume('a', 'e', dev, 10);
+    store.consume('b', 'e', dev, 10);
+    expect(store.stats()).toEqual({ buckets: 1, dropped: 0, evicted: 1 });
+  });
+
+  it('refuses an unknown option, even one set to undefined, naming the option it most likely meant', () => {
+    for (const options of [{ maxBucket: 10 }, { maxBucket: undefined }]) {
+      let error: unknown;
+      try {
+        memoryStore(options as MemoryStoreOptions);
+      } catch (caught) {
+        error = caught;
+      }
+      expect(error).toBeInstanceOf(RateLimitError);
+      expect((error as RateLimitError).code).toBe('invalid_option');
+      expect((error as RateLimitError).message).toBe(
+        'ratecard: memoryStore got an unknown option "maxBucket"; did you mean "maxBuckets"? It takes now, maxBuckets',
+      );
+    }
   });
 
   it('admits exactly the capacity among 10 000 concurrent consumes on one key', async () => {

@@ -15,6 +15,7 @@ import {
   type ObservableResult,
 } from '@opentelemetry/api';
 import {
+  checkOptionKeys,
   type Decision,
   type DecisionSource,
   describeValue,
@@ -44,6 +45,12 @@ export interface LimiterMetricsOptions {
    */
   plans?: Plans | readonly string[];
 }
+
+/** Every key of LimiterMetricsOptions: limiterMetrics refuses any other. */
+const LIMITER_METRICS_OPTIONS = { meterProvider: true, plans: true } satisfies Record<
+  keyof LimiterMetricsOptions,
+  true
+>;
 
 /** What `memoryStore()` of `@ratecard/memory` is: a store with its counters. */
 export interface MemoryStoreWithStats extends Store {
@@ -95,6 +102,9 @@ export interface StoreMetricsOptions {
    */
   time?: boolean;
 }
+
+/** Every key of StoreMetricsOptions: `memory` and `redis` refuse any other. */
+const STORE_METRICS_OPTIONS = { time: true } satisfies Record<keyof StoreMetricsOptions, true>;
 
 /** The instruments of one meter, and the hooks that feed them (docs/observability.md lists every instrument). */
 export interface LimiterMetrics {
@@ -323,6 +333,9 @@ function checkStore(store: unknown, method: string, needsStats: boolean): void {
 }
 
 function checkTime(options: StoreMetricsOptions, method: string): boolean {
+  if (typeof options === 'object' && options !== null) {
+    checkOptionKeys(options, STORE_METRICS_OPTIONS, `metrics.${method}`);
+  }
   const time = (options as StoreMetricsOptions | null)?.time ?? true;
   if (typeof time !== 'boolean') {
     throw new RateLimitError(
@@ -593,5 +606,6 @@ export function limiterMetrics(options: LimiterMetricsOptions = {}): LimiterMetr
       `ratecard: limiterMetrics takes an options object, got ${describeValue(options)}`,
     );
   }
+  checkOptionKeys(options, LIMITER_METRICS_OPTIONS, 'limiterMetrics');
   return new OtelLimiterMetrics(options);
 }

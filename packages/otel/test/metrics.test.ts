@@ -33,7 +33,15 @@ import {
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import packageJson from '../package.json' with { type: 'json' };
-import { type LimiterMetrics, limiterMetrics, SCOPE_NAME, SCOPE_VERSION } from '../src/index.js';
+import {
+  type LimiterMetrics,
+  type LimiterMetricsOptions,
+  limiterMetrics,
+  type RedisStoreWithStats,
+  SCOPE_NAME,
+  SCOPE_VERSION,
+  type StoreMetricsOptions,
+} from '../src/index.js';
 
 /** A real SDK: a meter provider whose reader exports to memory when asked (forceFlush), never on a timer. */
 function sdk(): { provider: MeterProvider; collect(): Promise<Map<string, MetricData>>; shutdown(): Promise<void> } {
@@ -384,6 +392,32 @@ describe('docs/observability.md', () => {
   });
 });
 
+/** The message of the invalid_option RateLimitError `run` throws. */
+function refusal(run: () => unknown): string {
+  let error: unknown;
+  try {
+    run();
+  } catch (caught) {
+    error = caught;
+  }
+  expect(error).toBeInstanceOf(RateLimitError);
+  expect((error as RateLimitError).code).toBe('invalid_option');
+  return (error as RateLimitError).message;
+}
+
+/** What metrics.redis checks a store for, without a Redis: the Store members and stats(). */
+function redisLike(): RedisStoreWithStats {
+  const zero = { sent: 0, batches: 0, largestBatch: 0, denyCacheHits: 0, denyCacheSize: 0, scriptReloads: 0 };
+  return {
+    shared: true,
+    consume: () => Promise.resolve([]),
+    peek: () => Promise.resolve([]),
+    reset: () => Promise.resolve(),
+    close: () => {},
+    stats: () => ({ ...zero, unavailable: 0, expired: 0, late: 0, rerouted: 0, queued: 0 }),
+  };
+}
+
 describe('options', () => {
   it('refuses what is not a meter provider, a store, or a store name', () => {
     const invalid = (run: () => unknown, message: RegExp): void => {
@@ -408,6 +442,34 @@ describe('options', () => {
       () => metrics.memory(memoryStore(), { time: 'no' as never }),
       /^ratecard: metrics.memory's time must be a boolean/,
     );
+  });
+
+  it('takes every option of LimiterMetricsOptions and StoreMetricsOptions', () => {
+    const every: Required<LimiterMetricsOptions> = { meterProvider: otel.provider, plans: ['free', 'pro'] };
+    const own = limiterMetrics(every);
+    const untimed: Required<StoreMetricsOptions> = { time: false };
+    const memory = memoryStore();
+    expect(own.memory(memory, untimed)).toBe(memory);
+    const redis = redisLike();
+    expect(own.redis(redis, untimed)).toBe(redis);
+  });
+
+  it('refuses an unknown option, even one set to undefined, naming the option it most likely meant', () => {
+    for (const value of [otel.provider, undefined]) {
+      const options = { meterprovider: value } as LimiterMetricsOptions;
+      expect(refusal(() => limiterMetrics(options))).toBe(
+        'ratecard: limiterMetrics got an unknown option "meterprovider"; did you mean "meterProvider"? It takes meterProvider, plans',
+      );
+    }
+    for (const value of [false, undefined]) {
+      const options = { timed: value } as StoreMetricsOptions;
+      expect(refusal(() => metrics.memory(memoryStore(), options))).toBe(
+        'ratecard: metrics.memory got an unknown option "timed"; did you mean "time"? It takes time',
+      );
+      expect(refusal(() => metrics.redis(redisLike(), options))).toBe(
+        'ratecard: metrics.redis got an unknown option "timed"; did you mean "time"? It takes time',
+      );
+    }
   });
 
   it("reports this package's own version as the scope version", () => {

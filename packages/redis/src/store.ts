@@ -1,4 +1,5 @@
 import {
+  checkOptionKeys,
   clientClock,
   describeValue,
   type Limit,
@@ -39,6 +40,15 @@ export interface RedisStoreOptions {
   /** Most buckets the deny cache remembers; default 10 000, 0 turns it off. */
   denyCacheSize?: number;
 }
+
+/** Every key of RedisStoreOptions: redisStore refuses any other. */
+const REDIS_STORE_OPTIONS = {
+  client: true,
+  prefix: true,
+  clock: true,
+  now: true,
+  denyCacheSize: true,
+} satisfies Record<keyof RedisStoreOptions, true>;
 
 /** The Redis store's counters, from `stats()`. */
 export interface RedisStoreStats {
@@ -171,6 +181,7 @@ class RedisBucketStore implements RedisStore {
     if (typeof options !== 'object' || options === null) {
       throw invalid(`redisStore needs an options object, got ${describeValue(options)}`);
     }
+    checkOptionKeys(options, REDIS_STORE_OPTIONS, 'redisStore');
     const connection = connectionTo(options.client);
     if (connection === undefined) {
       throw invalid(

@@ -61,6 +61,28 @@ describe('redisStore options', () => {
     );
   });
 
+  it('takes every option of RedisStoreOptions', () => {
+    const every: Required<RedisStoreOptions> = {
+      client,
+      prefix: 'app:',
+      clock: 'client',
+      now: () => 0,
+      denyCacheSize: 0,
+    };
+    expect(redisStore(every).stats().denyCacheSize).toBe(0);
+  });
+
+  it.each([
+    ['clinet', 'client', { clinet: client }],
+    ['denyCachSize', 'denyCacheSize', { client, denyCachSize: undefined }],
+  ])('refuses the unknown option %s, even set to undefined, naming the option meant, %s', (key, meant, options) => {
+    const error = refusal(options);
+    expect(error.code).toBe('invalid_option');
+    expect(error.message).toBe(
+      `ratecard: redisStore got an unknown option "${key}"; did you mean "${meant}"? It takes client, prefix, clock, now, denyCacheSize`,
+    );
+  });
+
   it('declares a shared store', () => {
     expect(redisStore({ client }).shared).toBe(true);
   });
