@@ -50,6 +50,11 @@ function codePoints(value: string): number {
 function expectedError(request: LimitRequest): string | null {
   const nameOk = (v: string) => v.length > 0 && codePoints(v) <= 256;
   if (!nameOk(request.organization) || !nameOk(request.endpoint)) return 'invalid_argument';
+  // Neither the rule key nor '<METHOD> <path>': it could match no rule.
+  const space = request.endpoint.indexOf(' ');
+  if (request.endpoint !== 'POST /browsers' && (space <= 0 || request.endpoint[space + 1] !== '/')) {
+    return 'invalid_argument';
+  }
   const override = request.override;
   if (
     override !== undefined &&
