@@ -4,7 +4,7 @@
  *
  * @module @ratecard/redis
  */
-import { RateLimitError } from '@ratecard/core';
+import { describeValue, RateLimitError } from '@ratecard/core';
 import { encodeName } from './keys.js';
 
 export type { RedisClient } from './client.js';
@@ -12,16 +12,30 @@ export { type RedisStore, type RedisStoreOptions, type RedisStoreStats, redisSto
 export { decodeEndpointValue, MAX_KEPT_ENTRIES, type StoredBucket } from './value.js';
 
 /**
- * The Redis key that holds an organization's buckets at an endpoint (one per limit named there), as the store writes
- * it: `<prefix>{<organization>}:<endpoint>`, names percent-encoded.
+ * The Redis key that holds an organization's buckets under an endpoint rule (one per limit named there), as the store
+ * writes it: `<prefix>{<organization>}:<endpoint>`, names percent-encoded. `endpoint` is the rule's key (`ALL /api/*`),
+ * which the limiter passes to the store, not the request's path. Refuses (`invalid_argument`) an organization or
+ * endpoint that is not a non-empty string, and a prefix with braces.
  */
 export function endpointKey(organization: string, endpoint: string, prefix = 'ratecard:'): string {
+  checkName(organization, 'organization');
+  checkName(endpoint, 'endpoint');
   // An empty first hash tag is one Redis and cluster-key-slot hash differently (see store.ts).
-  if (organization === '' || prefix.includes('{') || prefix.includes('}')) {
+  if (typeof prefix !== 'string' || prefix.includes('{') || prefix.includes('}')) {
     throw new RateLimitError(
       'invalid_argument',
-      'ratecard: endpointKey needs a non-empty organization and a prefix without braces',
+      `ratecard: endpointKey needs a prefix without braces, got ${describeValue(prefix)}`,
     );
   }
   return `${prefix}{${encodeName(organization)}}:${encodeName(endpoint)}`;
+}
+
+function checkName(value: unknown, field: 'organization' | 'endpoint'): void {
+  // No bound on the length: the limiter refuses names over 256 characters, but the store used alone takes them.
+  if (typeof value !== 'string' || value.length === 0) {
+    throw new RateLimitError(
+      'invalid_argument',
+      `ratecard: endpointKey needs an ${field} that is a non-empty string, got ${describeValue(value)}`,
+    );
+  }
 }

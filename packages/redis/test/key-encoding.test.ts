@@ -18,6 +18,9 @@ const names = fc.oneof(
 /** Organizations: any non-empty name (the limiter and the store refuse an empty one). */
 const organizations = names.filter((name) => name.length > 0);
 
+/** Endpoints: any non-empty name too (endpointKey refuses an empty one, as the limiter does). */
+const endpoints = organizations;
+
 /** Redis' hash tag rule: the text between the first `{` and the first `}` after it. */
 function hashTag(key: string): string | undefined {
   const open = key.indexOf('{');
@@ -32,7 +35,7 @@ describe('key encoding', () => {
 
   it('gives distinct keys to distinct (organization, endpoint) pairs', () => {
     fc.assert(
-      fc.property(organizations, names, organizations, names, (o1, e1, o2, e2) => {
+      fc.property(organizations, endpoints, organizations, endpoints, (o1, e1, o2, e2) => {
         fc.pre(o1 !== o2 || e1 !== e2);
         return endpointKey(o1, e1) !== endpointKey(o2, e2);
       }),
@@ -41,7 +44,7 @@ describe('key encoding', () => {
 
   it('makes the encoded organization, and nothing else, the hash tag', () => {
     fc.assert(
-      fc.property(organizations, names, (organization, endpoint) => {
+      fc.property(organizations, endpoints, (organization, endpoint) => {
         expect(hashTag(endpointKey(organization, endpoint))).toBe(encodeName(organization));
       }),
     );
@@ -49,7 +52,7 @@ describe('key encoding', () => {
 
   it('leaves no lone surrogate in a key, since UTF-8 cannot carry one', () => {
     fc.assert(
-      fc.property(organizations, names, (org, endpoint) => {
+      fc.property(organizations, endpoints, (org, endpoint) => {
         const key = endpointKey(org, endpoint);
         // A UTF-8 round trip changes exactly the strings that hold a lone surrogate.
         return Buffer.from(key, 'utf8').toString('utf8') === key;
@@ -69,11 +72,27 @@ describe('key encoding', () => {
     expect(calculateSlot(endpointKey('org-1', 'PUT /browser-pools/:id'))).toBe(calculateSlot('org-1'));
   });
 
+  it('refuses a name that is not a non-empty string, and a prefix that is not a string without braces', () => {
+    const refused = (organization: unknown, endpoint: unknown, prefix?: unknown) =>
+      expect(() => endpointKey(organization as string, endpoint as string, prefix as string)).toThrowError(
+        expect.objectContaining({ code: 'invalid_argument' }),
+      );
+    refused('org', '');
+    refused(undefined, 'POST /browsers');
+    refused('org', 42);
+    refused('org', 'POST /browsers', null);
+    expect(() => endpointKey('org', '')).toThrowError(
+      'ratecard: endpointKey needs an endpoint that is a non-empty string, got "" (0 characters)',
+    );
+    // The store used without a limiter takes names of any length, so endpointKey does too.
+    expect(endpointKey('ü'.repeat(300), 'e')).toBe(`ratecard:{${'ü'.repeat(300)}}:e`);
+  });
+
   it('never makes a key whose first hash tag is empty', () => {
     expect(() => endpointKey('', 'POST /browsers')).toThrowError(expect.objectContaining({ code: 'invalid_argument' }));
     expect(() => endpointKey('org', 'e', 'x{}')).toThrowError(expect.objectContaining({ code: 'invalid_argument' }));
     fc.assert(
-      fc.property(organizations, names, (org, endpoint) => {
+      fc.property(organizations, endpoints, (org, endpoint) => {
         const key = endpointKey(org, endpoint);
         const open = key.indexOf('{');
         return open === 'ratecard:'.length && key.indexOf('}', open) > open + 1;
@@ -90,7 +109,7 @@ describe.skipIf(CLUSTER_NODES === null)('key slots on a cluster', () => {
   afterAll(() => client.disconnect());
 
   it('are the slots Redis computes (CLUSTER KEYSLOT), for any names', async () => {
-    const samples = fc.sample(fc.tuple(organizations, names), { numRuns: 300, seed: 42 });
+    const samples = fc.sample(fc.tuple(organizations, endpoints), { numRuns: 300, seed: 42 });
     const keys = samples.map(([org, endpoint]) => endpointKey(org, endpoint));
     const slots = await Promise.all(keys.map((key) => client.cluster('KEYSLOT', key)));
     expect(slots).toEqual(keys.map((key) => calculateSlot(key)));
