@@ -188,6 +188,14 @@ class RedisBucketStore implements RedisStore {
         `client must be an ioredis or iovalkey Redis or Cluster, or a node-redis client or cluster, got ${describeValue(options.client)}`,
       );
     }
+    // An ioredis Cluster prefixes the keys of a command sent by key (peek, reset, a rerouted call) but not those a
+    // script call to one master carries among its arguments: one bucket would have two keys, each charged apart.
+    const keyPrefix = (options.client as { options?: { keyPrefix?: unknown } }).options?.keyPrefix;
+    if (connection.kind === 'ioredis' && connection.cluster && keyPrefix) {
+      throw invalid(
+        `an ioredis or iovalkey Cluster with a keyPrefix is not supported (calls sent to a master carry their keys as arguments, which the client does not prefix); give redisStore the prefix instead, got keyPrefix ${describeValue(keyPrefix)}`,
+      );
+    }
     const prefix = options.prefix ?? 'ratecard:';
     if (typeof prefix !== 'string' || prefix.includes('{') || prefix.includes('}')) {
       throw invalid(

@@ -1,4 +1,6 @@
 import { RateLimitError } from '@ratecard/core';
+import { Cluster, Redis } from 'ioredis';
+import { Cluster as ValkeyCluster } from 'iovalkey';
 import { describe, expect, it } from 'vitest';
 import { type RedisClient, type RedisStoreOptions, redisStore } from '../src/index.js';
 import { consumeRpm } from './support/limits.js';
@@ -37,6 +39,32 @@ describe('redisStore options', () => {
     const error = refusal({ client, prefix: 'app{1}:' });
     expect(error.code).toBe('invalid_option');
     expect(error.message).toContain('got "app{1}:" (7 characters)');
+  });
+
+  it('refuses an ioredis or iovalkey Cluster with a keyPrefix, which would give one bucket two keys', () => {
+    const nodes = [{ host: '127.0.0.1', port: 1 }];
+    const clusters = [
+      new Cluster(nodes, { keyPrefix: 'app:', lazyConnect: true }),
+      new Cluster(nodes, { redisOptions: { keyPrefix: 'app:' }, lazyConnect: true }),
+      new ValkeyCluster(nodes, { keyPrefix: 'app:', lazyConnect: true }),
+    ];
+    for (const cluster of clusters) {
+      const error = refusal({ client: cluster });
+      expect(error.code).toBe('invalid_option');
+      expect(error.message).toMatch(/^ratecard: an ioredis or iovalkey Cluster with a keyPrefix is not supported/);
+      expect(error.message).toContain('got keyPrefix "app:" (4 characters)');
+      cluster.disconnect();
+    }
+  });
+
+  it('takes a standalone ioredis client with a keyPrefix, and a Cluster without one', () => {
+    // Standalone, every call names its keys in KEYS, which the client prefixes alike.
+    const standalone = new Redis({ keyPrefix: 'app:', lazyConnect: true });
+    const cluster = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true });
+    expect(redisStore({ client: standalone }).shared).toBe(true);
+    expect(redisStore({ client: cluster }).shared).toBe(true);
+    standalone.disconnect();
+    cluster.disconnect();
   });
 
   it('knows only the clocks redis and client', () => {
