@@ -89,7 +89,10 @@ export interface Limiter {
   consume(request: LimitRequest): Promise<Decision>;
   /** The decision consume would give, charging nothing. */
   peek(request: LimitRequest): Promise<Decision>;
-  /** Makes the buckets full again. */
+  /**
+   * Makes the buckets full again. It waits `storeTimeoutMs` at most, as a decision does, and the store is told so: one
+   * that rejects with `store_timeout` is not carried out afterwards (docs/errors.md).
+   */
   reset(bucket: BucketRef): Promise<void>;
   /** The rule for a method and path, or undefined when the endpoint is unlimited. */
   ruleFor(method: string, path: string): EndpointRule | undefined;
@@ -352,9 +355,12 @@ class TokenBucketLimiter implements Limiter {
       bucket.limits !== undefined
         ? limitList(bucket.limits, 'limits', 'invalid_argument')
         : this.plans.everyLimit(rule);
+    // The fallback is not raced against the budget (nor is it under the failure policy), so it is not told one.
     if (this.fallback !== undefined) await this.fallback.reset(bucket.organization, key, limits);
     try {
-      await this.deadlines.race(Promise.resolve(this.store.reset(bucket.organization, key, limits)));
+      // The budget goes to the store too, so that a reset this call has given up on is never carried out later.
+      const budgetMs = this.deadlines.budgetMs;
+      await this.deadlines.race(Promise.resolve(this.store.reset(bucket.organization, key, limits, budgetMs)));
     } catch (error) {
       throw failedCall(storeError(error), error === this.timeout ? undefined : error);
     }

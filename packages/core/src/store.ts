@@ -27,8 +27,12 @@ export interface Store {
   ): Outcome[] | Promise<Outcome[]>;
   /** The outcomes `consume` would give now, charging nothing and writing nothing. */
   peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Outcome[] | Promise<Outcome[]>;
-  /** Makes the bucket of each limit full again (forgets it). */
-  reset(organization: string, endpoint: string, limits: readonly Limit[]): void | Promise<void>;
+  /**
+   * Makes the bucket of each limit full again (forgets it). `budgetMs`: how long from this call the caller waits, as
+   * for `consume`; a reset that would take effect only after it (still unsent, or reaching the backend late) forgets
+   * nothing and rejects with `store_timeout`.
+   */
+  reset(organization: string, endpoint: string, limits: readonly Limit[], budgetMs?: number): void | Promise<void>;
   /** Releases what the store holds (timers, caches) and sends nothing more; client connections stay the caller's. */
   close(): void | Promise<void>;
 }

@@ -287,6 +287,12 @@ describe('failure policy', () => {
     expect(store.lastBudgetMs).toBe(50);
   });
 
+  it('tells the store how long it waits for a reset, so a store can drop a reset that would come too late', async () => {
+    const { store, limiter } = make();
+    await limiter.reset({ organization: 'org_a', endpoint: 'POST /browsers' });
+    expect(store.lastResetBudgetMs).toBe(50);
+  });
+
   it('settles pending calls by the policy on close, then refuses new ones', async () => {
     const { store, limiter } = make({ onStoreError: 'allow', storeTimeoutMs: 60_000 });
     store.behaviour = 'hang';

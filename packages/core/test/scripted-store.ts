@@ -16,6 +16,8 @@ export class ScriptedStore implements Store {
   closed = false;
   /** The budget the limiter passed with the last consume. */
   lastBudgetMs: number | undefined;
+  /** The budget the limiter passed with the last reset. */
+  lastResetBudgetMs: number | undefined;
   /** The limits of the last call, and the bucket keys each call touched (`endpoint limit-name`). */
   lastLimits: readonly Limit[] = [];
   readonly keys: string[] = [];
@@ -79,7 +81,8 @@ export class ScriptedStore implements Store {
     return this.answer(() => this.outcomes(organization, endpoint, limits, cost));
   }
 
-  reset(organization: string, endpoint: string, limits: readonly Limit[]): Promise<void> {
+  reset(organization: string, endpoint: string, limits: readonly Limit[], budgetMs?: number): Promise<void> {
+    this.lastResetBudgetMs = budgetMs;
     return this.answer(() => {
       for (const limit of limits) this.buckets.delete(this.key(organization, endpoint, limit));
     });

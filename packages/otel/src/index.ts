@@ -263,8 +263,8 @@ class TimedStore implements Store {
     }
   }
 
-  reset(organization: string, endpoint: string, limits: readonly Limit[]): void | Promise<void> {
-    return this.inner.reset(organization, endpoint, limits);
+  reset(organization: string, endpoint: string, limits: readonly Limit[], budgetMs?: number): void | Promise<void> {
+    return this.inner.reset(organization, endpoint, limits, budgetMs);
   }
 
   close(): void | Promise<void> {

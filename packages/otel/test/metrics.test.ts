@@ -322,6 +322,26 @@ describe('ratecard.store.duration', () => {
     expect((late?.value as { sum: number }).sum).toBeLessThan(5);
   });
 
+  it("passes the limiter's budget on to the store it times, with consume and with reset", async () => {
+    const budgets: (number | undefined)[] = [];
+    const recording: Store = {
+      shared: false,
+      consume: (_organization, _endpoint, _limits, _cost, budgetMs) => {
+        budgets.push(budgetMs);
+        return [0];
+      },
+      peek: () => [0],
+      reset: (_organization, _endpoint, _limits, budgetMs) => {
+        budgets.push(budgetMs);
+      },
+      close: () => {},
+    };
+    const limiter = createLimiter({ store: metrics.store(recording, 'recording'), storeTimeoutMs: 25 });
+    await limiter.consume(developer('org_a', 'POST /browsers'));
+    await limiter.reset({ organization: 'org_a', endpoint: 'POST /browsers' });
+    expect(budgets).toEqual([25, 25]);
+  });
+
   it('marks a store that throws with its error code, and the decision still goes by the policy', async () => {
     const broken: Store = {
       shared: false,

@@ -32,7 +32,8 @@ const consume = (store: Store, organization: string, endpoint: string, rpm: numb
   one(store.consume(organization, endpoint, [spec(rpm)], cost, budgetMs), rpm);
 const peek = (store: Store, organization: string, endpoint: string, rpm: number, cost: number) =>
   one(store.peek(organization, endpoint, [spec(rpm)], cost), rpm);
-const reset = (store: Store, organization: string, endpoint: string) => store.reset(organization, endpoint, [spec(10)]);
+const reset = (store: Store, organization: string, endpoint: string, budgetMs?: number) =>
+  store.reset(organization, endpoint, [spec(10)], budgetMs);
 
 /**
  * The spec's contract: one per-minute limit per call (a plan in requests per minute), outcomes rescaled to
@@ -131,6 +132,24 @@ export function classicContract(test: ContractTest): void {
       charged = false;
     }
     assert.equal(await peek(store, org('late'), 'e', 10, 1), charged ? 8 * U : 9 * U);
+  });
+
+  test('forgets the bucket for a reset made within its budget', async (store, _clock, org) => {
+    assert.equal(await consume(store, org('a'), 'e', 10, 10), 0);
+    await reset(store, org('a'), 'e', 60_000);
+    assert.equal(await peek(store, org('a'), 'e', 10, 1), 9 * U);
+  });
+
+  test('forgets nothing for a reset it rejects because its budget has run out', async (store, _clock, org) => {
+    assert.equal(await consume(store, org('late'), 'e', 10, 10), 0);
+    let forgot: boolean;
+    try {
+      await reset(store, org('late'), 'e', 0);
+      forgot = true;
+    } catch {
+      forgot = false;
+    }
+    assert.equal(await peek(store, org('late'), 'e', 10, 1), forgot ? 9 * U : -1);
   });
 
   test('admits exactly the capacity among concurrent calls on one bucket', async (store, _clock, org) => {
