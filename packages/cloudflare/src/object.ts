@@ -115,8 +115,12 @@ export class RatecardBuckets extends DurableObject {
     return outcomes.some((outcome) => outcome < 0) ? held.map((units) => -1 - units) : outcomes;
   }
 
-  /** Forgets the bucket of each named limit, which makes it full. */
-  reset(endpoint: string, names: readonly string[]): void {
+  /**
+   * Forgets the bucket of each named limit, which makes it full. `deadline`: as consume's; a call arriving after it
+   * forgets nothing and answers false.
+   */
+  reset(endpoint: string, names: readonly string[], deadline: number | undefined): boolean {
+    if (deadline !== undefined && Date.now() >= deadline) return false;
     const storage = this.ctx.storage;
     storage.transactionSync(() => {
       for (const name of names) {
@@ -124,6 +128,7 @@ export class RatecardBuckets extends DurableObject {
       }
     });
     for (const name of names) this.buckets.delete(keyOf(endpoint, name));
+    return true;
   }
 
   /** Units a bucket holds at `at` for `limit`; a missing bucket is full. */

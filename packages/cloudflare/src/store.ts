@@ -24,8 +24,11 @@ export interface BucketsStub {
   ): Promise<Outcome[] | null>;
   /** The outcomes consume would give now, charging nothing. */
   peek(endpoint: string, limits: readonly BucketLimit[], cost: number, now: number | undefined): Promise<Outcome[]>;
-  /** Forgets the buckets of `endpoint` named by `names` (a forgotten bucket is a full one). */
-  reset(endpoint: string, names: readonly string[]): Promise<void>;
+  /**
+   * Forgets the buckets of `endpoint` named by `names` (a forgotten bucket is a full one); false when it arrives past
+   * `deadline` (epoch ms), forgetting nothing.
+   */
+  reset(endpoint: string, names: readonly string[], deadline: number | undefined): Promise<boolean>;
 }
 
 /**
@@ -120,9 +123,17 @@ class DurableObjectStore<Id> implements Store {
     return this.call(organization, (stub) => stub.peek(endpoint, limits, cost, this.clockReading()));
   }
 
-  reset(organization: string, endpoint: string, limits: readonly Limit[]): Promise<void> {
+  async reset(organization: string, endpoint: string, limits: readonly Limit[], budgetMs?: number): Promise<void> {
     const names = limits.map((limit) => limit.name);
-    return this.call(organization, (stub) => stub.reset(endpoint, names));
+    // As consume's: a reset that reaches the object after its caller stopped waiting forgets nothing.
+    const deadline = budgetMs === undefined ? undefined : Date.now() + budgetMs;
+    const done = await this.call(organization, (stub) => stub.reset(endpoint, names, deadline));
+    if (done === false) {
+      throw new RateLimitError(
+        'store_timeout',
+        `ratecard: the Durable Object got the reset after ${budgetMs} ms, so it forgot nothing`,
+      );
+    }
   }
 
   close(): void {

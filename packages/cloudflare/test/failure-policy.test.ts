@@ -3,7 +3,7 @@ import { call, prepareHarness, type WireLimit } from './support/harness.js';
 import { startWorkerd, type Workerd, workerdRuns } from './support/workerd.js';
 
 // The limiter's failure policy over durableObjectStore, in workerd: an object whose consume throws, one whose
-// consume reaches it 300 ms late, and one whose storage refuses a write (fixtures/harness.mjs: ThrowingBuckets,
+// consume and reset reach it 300 ms late, and one whose storage refuses a write (fixtures/harness.mjs: ThrowingBuckets,
 // SlowBuckets, RefusingBuckets). The harness peeks the
 // organization's bucket afterwards (peek works on both), so a charge that should not have happened would show.
 
@@ -70,6 +70,19 @@ describe.runIf(workerdRuns())('the failure policy when the object throws or is l
     expect(result.decision).toEqual({ allowed: true, source: 'store' });
     expect(result.answered).toEqual([FULL]);
     expect(tokens(result.peeked)).toEqual([8]);
+  });
+
+  it('forgets nothing for a reset that reaches the object after its budget, and rejects with store_timeout', async () => {
+    const limits: WireLimit[] = [{ capacity: 10, refill: 10, intervalMs: 60_000, name: '1m' }];
+    const base = { binding: 'SLOW', organization: `late-reset-${Date.now()}`, endpoint: 'e', limits };
+    expect(await call(workerd, { ...base, method: 'consume', cost: 10 })).toEqual({ outcomes: [0] });
+    expect(await call(workerd, { ...base, method: 'reset', budgetMs: 50 })).toEqual({ error: 'store_timeout' });
+    // Refused: the bucket holds what refilled since the drain, less than a token (one refills in 6 s).
+    const drained = await call(workerd, { ...base, method: 'peek', cost: 1 });
+    expect(drained.outcomes?.[0]).toBeLessThan(0);
+    // A reset that reaches the object within its budget (the object is 300 ms late) forgets the bucket.
+    expect(await call(workerd, { ...base, method: 'reset', budgetMs: 2_000 })).toEqual({ outcomes: null });
+    expect(await call(workerd, { ...base, method: 'peek', cost: 1 })).toEqual({ outcomes: FULL });
   });
 
   it('charges nothing, in memory or in the table, for a call whose write the storage refuses', async () => {
