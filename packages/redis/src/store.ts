@@ -70,14 +70,15 @@ export interface RedisStoreStats {
    */
   unavailable: number;
   /**
-   * Calls that charged nothing because their caller had stopped waiting (the limiter's policy had answered them):
-   * dropped unsent, queued behind a slow or hung Redis past the limiter's budget; or refused by the script, which they
-   * reached too late (held in a paused or hung server, or sent again by the client after it reconnected).
+   * Consume calls that charged nothing because their caller had stopped waiting (the limiter's policy had answered
+   * them): dropped unsent, queued behind a slow or hung Redis past the limiter's budget; or refused by the script, which
+   * they reached too late (held in a paused or hung server, or sent again by the client after it reconnected).
    */
   expired: number;
   /**
    * Of `expired`: calls that reached Redis after their caller had stopped waiting (held in a hung or paused server,
-   * or sent again by the client after it reconnected), refused by the script, so they charged nothing.
+   * or sent again by the client after it reconnected), refused by the script, so they charged nothing. A reset that
+   * reached Redis too late, and forgot nothing, is counted in neither: these count the decisions a policy answered.
    */
   late: number;
   /**
@@ -99,7 +100,7 @@ export interface RedisStore extends Store {
     budgetMs?: number,
   ): Promise<Outcome[]>;
   peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Promise<Outcome[]>;
-  reset(organization: string, endpoint: string, limits: readonly Limit[]): Promise<void>;
+  reset(organization: string, endpoint: string, limits: readonly Limit[], budgetMs?: number): Promise<void>;
   close(): void;
   /** Counters since the store was made. */
   stats(): RedisStoreStats;
@@ -161,8 +162,8 @@ class RedisBucketStore implements RedisStore {
   /** Resets so far: a denial sent before the latest one must not go back into the deny cache. */
   private resets = 0;
   /**
-   * Per server (a cluster master's address; '' standalone): Redis TIME in the latest consume reply minus
-   * performance.now() when that script call was sent. The script ran after it was sent, so this is never less than how
+   * Per server (a cluster master's address; '' standalone): Redis TIME in the latest consume reply (or standalone,
+   * reset reply) minus performance.now() when that script call was sent. The script ran after it was sent, so this is never less than how
    * far Redis' clock is ahead of this process's; a deadline moved by it into Redis' frame is never earlier than the
    * true one, and the script refuses only runs that are surely late.
    */
@@ -267,15 +268,36 @@ class RedisBucketStore implements RedisStore {
     return reply as Outcome[];
   }
 
-  async reset(organization: string, endpoint: string, limits: readonly Limit[]): Promise<void> {
+  async reset(organization: string, endpoint: string, limits: readonly Limit[], budgetMs?: number): Promise<void> {
     const key = this.checkedKey(organization, endpoint);
+    // Counted from now, before the caller starts its own count, as a consume's deadline is.
+    const sentAt = performance.now();
     this.resets++;
     this.denies.forget(key);
-    await this.run(
-      RESET,
-      [key],
-      limits.map((limit) => limit.name),
-    );
+    // Sent by key: standalone the server is known; in a cluster it may land on any master (see sendConsume).
+    const server = this.connection.cluster ? undefined : '';
+    const ahead = server === undefined ? this.furthestAhead() : this.redisAhead.get(server);
+    // The caller's deadline in Redis' frame: a run later than that forgets nothing (see scripts/reset.ts).
+    const lastWaited =
+      ahead === undefined || budgetMs === undefined ? '' : String(Math.ceil(sentAt + budgetMs + ahead));
+    const reply = await this.run(RESET, [key], [lastWaited, ...limits.map((limit) => limit.name)]);
+    // Redis TIME, then how many buckets were forgotten; the time alone when the run came too late.
+    if (
+      !Array.isArray(reply) ||
+      (reply.length !== 1 && reply.length !== 2) ||
+      !reply.every((n) => typeof n === 'number')
+    ) {
+      throw failure(new Error(`unexpected reset reply ${describeValue(reply)}`));
+    }
+    // A process that only resets learns Redis' clock from its resets (standalone: in a cluster the master is unknown).
+    if (server !== undefined) this.redisAhead.set(server, (reply[0] as number) - sentAt);
+    if (reply.length === 1) {
+      // Not counted in expired or late, which count consume calls (see RedisStoreStats).
+      throw new RateLimitError(
+        'store_timeout',
+        `ratecard: the reset reached Redis after its budget of ${budgetMs} ms, so it forgot nothing`,
+      );
+    }
   }
 
   close(): void {
