@@ -358,7 +358,7 @@ class TokenBucketLimiter implements Limiter {
     // The fallback is not raced against the budget (nor is it under the failure policy), so it is not told one.
     if (this.fallback !== undefined) await this.fallback.reset(bucket.organization, key, limits);
     try {
-      // The budget goes to the store too, so that a reset this call has given up on is never carried out later.
+      // The budget goes to the store too, so that a reset this call has given up on is not carried out later.
       const budgetMs = this.deadlines.budgetMs;
       await this.deadlines.race(Promise.resolve(this.store.reset(bucket.organization, key, limits, budgetMs)));
     } catch (error) {

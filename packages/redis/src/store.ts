@@ -71,8 +71,8 @@ export interface RedisStoreStats {
   unavailable: number;
   /**
    * Consume calls that charged nothing because their caller had stopped waiting (the limiter's policy had answered
-   * them): dropped unsent, queued behind a slow or hung Redis past the limiter's budget; or refused by the script, which
-   * they reached too late (held in a paused or hung server, or sent again by the client after it reconnected).
+   * them): dropped unsent, queued behind a slow or hung Redis past the limiter's budget; or refused by the script,
+   * which they reached too late (held in a paused or hung server, or sent again by the client after it reconnected).
    */
   expired: number;
   /**
@@ -162,10 +162,10 @@ class RedisBucketStore implements RedisStore {
   /** Resets so far: a denial sent before the latest one must not go back into the deny cache. */
   private resets = 0;
   /**
-   * Per server (a cluster master's address; '' standalone): Redis TIME in the latest consume reply (or standalone,
-   * reset reply) minus performance.now() when that script call was sent. The script ran after it was sent, so this is never less than how
-   * far Redis' clock is ahead of this process's; a deadline moved by it into Redis' frame is never earlier than the
-   * true one, and the script refuses only runs that are surely late.
+   * Per server (a cluster master's address; '' standalone): Redis TIME in the latest consume reply (standalone, or
+   * reset reply) minus performance.now() when that script call was sent. The script ran after it was sent, so this is
+   * never less than how far Redis' clock is ahead of this process's; a deadline moved by it into Redis' frame is never
+   * earlier than the true one, and the script refuses only runs that are surely late.
    */
   private readonly redisAhead = new Map<string, number>();
   /** One error for every expired call: nobody reads it (the caller has stopped waiting), so it needs no stack each. */
