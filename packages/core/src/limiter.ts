@@ -90,8 +90,9 @@ export interface Limiter {
   /** The decision consume would give, charging nothing. */
   peek(request: LimitRequest): Promise<Decision>;
   /**
-   * Makes the buckets full again. It waits `storeTimeoutMs` at most, as a decision does, and the store is told so: one
-   * that rejects with `store_timeout` is not carried out afterwards (docs/errors.md).
+   * Makes the buckets full again. It waits `storeTimeoutMs` at most, as a decision does, and the store is told so: a
+   * store that can tell (Redis once it knows Redis' clock, Durable Objects) does not carry out afterwards a reset that
+   * rejected with `store_timeout` (docs/errors.md).
    */
   reset(bucket: BucketRef): Promise<void>;
   /** The rule for a method and path, or undefined when the endpoint is unlimited. */
