@@ -276,10 +276,8 @@ class RedisBucketStore implements RedisStore {
     this.denies.forget(key);
     // Sent by key: standalone the server is known; in a cluster it may land on any master (see sendConsume).
     const server = this.connection.cluster ? undefined : '';
-    const ahead = server === undefined ? this.furthestAhead() : this.redisAhead.get(server);
     // The caller's deadline in Redis' frame: a run later than that forgets nothing (see scripts/reset.ts).
-    const lastWaited =
-      ahead === undefined || budgetMs === undefined ? '' : String(Math.ceil(sentAt + budgetMs + ahead));
+    const lastWaited = budgetMs === undefined ? '' : this.inRedisFrame(server, sentAt + budgetMs);
     const reply = await this.run(RESET, [key], [lastWaited, ...limits.map((limit) => limit.name)]);
     // Redis TIME, then how many buckets were forgotten; the time alone when the run came too late.
     if (
@@ -376,7 +374,6 @@ class RedisBucketStore implements RedisStore {
     // The server the script runs on, for its clock. A cluster call sent by key may land on any master (the client
     // follows MOVED and ASK, and retries through a failover), so it takes the master furthest ahead.
     const server = batch.master ?? (this.connection.cluster ? undefined : '');
-    const ahead = server === undefined ? this.furthestAhead() : this.redisAhead.get(server);
     // The script's ARGV: see scripts/consume.ts. The limits and cost once when the whole batch shares them, as a batch
     // from one plan and endpoint does, else once per call.
     let numbers: Buffer;
@@ -393,8 +390,7 @@ class RedisBucketStore implements RedisStore {
     }
     const keys = batch.keys.slice(from, to);
     // The batch's first deadline in Redis' frame: a run later than that finds some caller gone, and charges nothing.
-    const lastWaited =
-      ahead === undefined || firstDeadline === Number.POSITIVE_INFINITY ? '' : String(Math.ceil(firstDeadline + ahead));
+    const lastWaited = this.inRedisFrame(server, firstDeadline);
     const args = [now === undefined ? '' : String(now), numbers, n > 1 && hasRepeats(keys) ? '1' : '', lastWaited];
     this.sent += n;
     this.batches++;
@@ -546,6 +542,16 @@ class RedisBucketStore implements RedisStore {
       }
       (batch.receivers[i] as Receiver).resolve(outcomes);
     }
+  }
+
+  /**
+   * A deadline in performance.now() as the last ms by Redis TIME on `server` (undefined: whichever cluster master a
+   * call sent by key lands on, so the one furthest ahead), the scripts' `lastWaited` argument: '' while no reply has
+   * told the store that server's clock, or for no deadline at all.
+   */
+  private inRedisFrame(server: string | undefined, deadline: number): string {
+    const ahead = server === undefined ? this.furthestAhead() : this.redisAhead.get(server);
+    return ahead === undefined || deadline === Number.POSITIVE_INFINITY ? '' : String(Math.ceil(deadline + ahead));
   }
 
   /** The most any master's clock has been seen ahead of this process's, or undefined before any reply. */
