@@ -18,10 +18,21 @@ interface PendingCall {
   expire(): void;
 }
 
+/**
+ * Runs `callback` after the event loop's next poll phase, where it reads what its sockets hold: setImmediate where the
+ * runtime has it (Node, Bun, Deno), else a zero-delay timer (Workers, whose I/O completes between tasks).
+ */
+const afterPoll: (callback: () => void) => void =
+  typeof globalThis.setImmediate === 'function'
+    ? (callback) => void globalThis.setImmediate(callback)
+    : (callback) => void setTimeout(callback, 0);
+
 export class DeadlineQueue {
   private queue: (PendingCall | undefined)[] = [];
   private head = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
+  /** True from the timer's firing until the look after the poll phase that follows it (see check). */
+  private looking = false;
 
   constructor(
     readonly budgetMs: number,
@@ -39,7 +50,7 @@ export class DeadlineQueue {
     return new Promise<T>((resolve, reject) => {
       const call: PendingCall = { deadline, open: true, expire: () => reject(this.timeoutError()) };
       this.queue.push(call);
-      if (this.timer === undefined) this.arm(deadline - now);
+      if (this.timer === undefined && !this.looking) this.arm(deadline - now);
       work.then(
         (value) => {
           if (!call.open) return;
@@ -78,8 +89,20 @@ export class DeadlineQueue {
     this.timer = setTimeout(this.check, Math.max(0, Math.ceil(delay)) + 1);
   }
 
+  /**
+   * The timer is due, but the calls it is due for may have been answered already: after a stall of this process (a
+   * long synchronous task, a garbage collection, a starved CPU), timers run before the event loop reads the replies
+   * that came meanwhile. So the deadlines are judged after the next poll phase, once those replies are read: a stall
+   * of this process is not taken for the store's.
+   */
   private readonly check = (): void => {
     this.timer = undefined;
+    this.looking = true;
+    afterPoll(this.look);
+  };
+
+  private readonly look = (): void => {
+    this.looking = false;
     const now = performance.now();
     const queue = this.queue;
     while (this.head < queue.length) {

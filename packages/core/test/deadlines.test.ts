@@ -1,5 +1,8 @@
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DeadlineQueue } from '../src/deadlines.js';
 
@@ -101,6 +104,46 @@ describe('DeadlineQueue', () => {
     expect(queue.held).toBe(1);
     await vi.advanceTimersByTimeAsync(41);
     expect(await outcome).toBe('timed out');
+    expect(queue.held).toBe(0);
+  });
+});
+
+describe('DeadlineQueue after a stall of this process', () => {
+  it('reads a reply that came during a stall before it calls the deadline', async () => {
+    // A server on another thread answers while this one is stuck in a synchronous loop; it says over shared memory
+    // when its reply is written, so the loop ends only once the reply waits in this process's socket, past the budget.
+    const written = new Int32Array(new SharedArrayBuffer(4));
+    const server = new Worker(
+      `const { parentPort, workerData } = require('node:worker_threads');
+       const written = new Int32Array(workerData);
+       const server = require('node:net').createServer((socket) => {
+         socket.on('data', () => socket.write('answer', () => { Atomics.store(written, 0, 1); }));
+       });
+       server.listen(0, '127.0.0.1', () => parentPort.postMessage(server.address().port));`,
+      { eval: true, workerData: written.buffer },
+    );
+    try {
+      const [port] = (await once(server, 'message')) as [number];
+      const socket = connect(port, '127.0.0.1');
+      await once(socket, 'connect');
+      const queue = new DeadlineQueue(100, timeout);
+      const reply = queue.race(once(socket, 'data').then(([data]) => String(data)));
+      socket.write('ask');
+      const stalledFrom = performance.now();
+      while (Atomics.load(written, 0) === 0 || performance.now() - stalledFrom < 250) {
+        // The stall: nothing else runs on this thread meanwhile.
+      }
+      expect(await reply).toBe('answer');
+      socket.destroy();
+    } finally {
+      await server.terminate();
+    }
+  });
+
+  it('still expires a call left unanswered, at the look after the poll phase that follows its deadline', async () => {
+    const queue = new DeadlineQueue(20, timeout);
+    const hung = queue.race(new Promise<number>(() => undefined));
+    await expect(hung).rejects.toThrowError('timed out');
     expect(queue.held).toBe(0);
   });
 });
