@@ -4,6 +4,7 @@ import {
   describeValue,
   type Limit,
   type Outcome,
+  QUEUE_WAIT_FACTOR,
   RateLimitError,
   type Store,
 } from '@ratecard/core';
@@ -77,6 +78,12 @@ function failure(error: unknown): RateLimitError {
  */
 class DurableObjectStore<Id> implements Store {
   readonly shared = true;
+  /**
+   * An object is never down the way a Redis connection is: a call it has not answered yet waits behind the calls it
+   * is answering (a burst), and one it cannot take fails at once. So a call is waited for up to QUEUE_WAIT_FACTOR
+   * budgets, and the object refuses it, charging nothing, if it gets it later.
+   */
+  readonly tellsQueueFromOutage = true;
   private readonly namespace: BucketsNamespace<Id>;
   private readonly now: (() => number) | undefined;
   /** The stubs made in this turn, by organization; emptied once the turn ends. */
@@ -108,13 +115,16 @@ class DurableObjectStore<Id> implements Store {
     budgetMs?: number,
   ): Promise<Outcome[]> {
     // Counted from now, before the caller starts its own count, and checked by the object as a call arrives: a call
-    // that reaches it late (queued behind others, or slow on the way) charges nothing.
-    const deadline = budgetMs === undefined ? undefined : Date.now() + budgetMs;
+    // that reaches it after its caller stopped waiting (queued behind others, or slow on the way) charges nothing.
+    const deadline = budgetMs === undefined ? undefined : Date.now() + budgetMs * QUEUE_WAIT_FACTOR;
     const outcomes = await this.call(organization, (stub) =>
       stub.consume(endpoint, limits, cost, this.clockReading(), deadline),
     );
     if (outcomes === null) {
-      throw new RateLimitError('store_timeout', `ratecard: the Durable Object got the call after ${budgetMs} ms`);
+      throw new RateLimitError(
+        'store_timeout',
+        `ratecard: the Durable Object got the call after ${(budgetMs as number) * QUEUE_WAIT_FACTOR} ms`,
+      );
     }
     return outcomes;
   }

@@ -56,4 +56,4 @@ export {
 } from './limits.js';
 export { checkOptionKeys } from './options.js';
 export { type Identity, limitFor, MAX_LIMIT, PLANS, type Plan, type Plans, SPEC_PLANS } from './plans.js';
-export { clientClock, type Store } from './store.js';
+export { clientClock, QUEUE_WAIT_FACTOR, type Store } from './store.js';

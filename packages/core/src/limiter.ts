@@ -6,7 +6,7 @@ import { describeValue, RateLimitError } from './errors.js';
 import { type Limit, type Limits, limitList } from './limits.js';
 import { checkOptionKeys } from './options.js';
 import { type Identity, PlanBook, type Plans } from './plans.js';
-import type { Store } from './store.js';
+import { QUEUE_WAIT_FACTOR, type Store } from './store.js';
 
 /** One request to limit: who is asking, for which endpoint, at what cost. */
 export interface LimitRequest extends Identity {
@@ -61,7 +61,12 @@ export interface LimiterOptions {
   onStoreError?: StoreErrorPolicy;
   /** The store asked under 'fallback', e.g. `memoryStore()`: needed with a shared store (Redis) under that policy. */
   fallback?: Store;
-  /** Longest a decision waits for the store, in ms; default 100. */
+  /**
+   * The store's budget, in ms; default 500. On a store that `tellsQueueFromOutage` (Redis, Durable Objects) it is how
+   * long the backend may leave a call it was sent unanswered before the call goes to the failure policy (an outage);
+   * a call queued behind calls the backend keeps answering (a burst, a busy machine) waits up to QUEUE_WAIT_FACTOR
+   * budgets. On any other store it is the longest a decision waits. docs/reliability.md says what each bounds.
+   */
   storeTimeoutMs?: number;
   /**
    * Gets one line when decisions move to the failure policy (with the store's error) and one when the store answers
@@ -104,6 +109,14 @@ export interface Limiter {
 }
 
 const MAX_NAME_LENGTH = 256;
+
+/**
+ * The default budget. Measured with `pnpm --filter @ratecard/redis busy` on a 2-core machine saturated by two busy
+ * loops: at 100 ms a live Redis, starved of CPU, now and then left a script call unanswered past it, and each process's
+ * fallback then admitted a burst of its own (69 and 70 admitted against an exact bound of 50); at 500 ms every run
+ * kept the bound (docs/reliability.md).
+ */
+const DEFAULT_STORE_TIMEOUT_MS = 500;
 
 const NONE: readonly never[] = Object.freeze([]);
 
@@ -248,9 +261,15 @@ class TokenBucketLimiter implements Limiter {
   private readonly onDecision: LimiterOptions['onDecision'];
   private readonly policy: StoreErrorPolicy;
   private readonly fallback: Store | undefined;
+  /** Budgets of peek and reset, and of consume on a store that does not tell a queue from an outage. */
   private readonly deadlines: DeadlineQueue;
-  /** The limiter's own timeout: one error for every call it expires (the policy answers them, see failedCall). */
-  private readonly timeout: RateLimitError;
+  /**
+   * Budgets of consume: `deadlines`, or QUEUE_WAIT_FACTOR budgets on a store that `tellsQueueFromOutage`, which
+   * refuses a call within the budget itself when its backend stops answering, and waits for a queue.
+   */
+  private readonly consumeDeadlines: DeadlineQueue;
+  /** The limiter's own timeouts: one error for every call each queue expires (see failedCall). */
+  private readonly ownTimeouts: readonly RateLimitError[];
   private readonly log: (line: string) => void;
   private outage: Outage | undefined;
   private closed = false;
@@ -311,7 +330,7 @@ class TokenBucketLimiter implements Limiter {
       );
     }
     this.policy = policy;
-    const budget = options.storeTimeoutMs ?? 100;
+    const budget = options.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
     if (typeof budget !== 'number' || !Number.isFinite(budget) || budget <= 0) {
       throw new RateLimitError(
         'invalid_option',
@@ -319,8 +338,17 @@ class TokenBucketLimiter implements Limiter {
       );
     }
     const timeout = new RateLimitError('store_timeout', `ratecard: the store did not answer within ${budget} ms`);
-    this.timeout = timeout;
     this.deadlines = new DeadlineQueue(budget, () => timeout);
+    if (store.tellsQueueFromOutage === true) {
+      const wait = budget * QUEUE_WAIT_FACTOR;
+      // Only a store that broke its promise to answer by then meets this one.
+      const queueTimeout = new RateLimitError('store_timeout', `ratecard: the store did not answer within ${wait} ms`);
+      this.consumeDeadlines = new DeadlineQueue(wait, () => queueTimeout);
+      this.ownTimeouts = [timeout, queueTimeout];
+    } else {
+      this.consumeDeadlines = this.deadlines;
+      this.ownTimeouts = [timeout];
+    }
     if (options.log !== undefined && typeof options.log !== 'function') {
       throw new RateLimitError(
         'invalid_option',
@@ -363,7 +391,7 @@ class TokenBucketLimiter implements Limiter {
       const budgetMs = this.deadlines.budgetMs;
       await this.deadlines.race(Promise.resolve(this.store.reset(bucket.organization, key, limits, budgetMs)));
     } catch (error) {
-      throw failedCall(storeError(error), error === this.timeout ? undefined : error);
+      throw failedCall(storeError(error), this.ownTimeouts.includes(error as RateLimitError) ? undefined : error);
     }
   }
 
@@ -371,6 +399,7 @@ class TokenBucketLimiter implements Limiter {
     if (this.closed) return;
     this.closed = true;
     this.deadlines.expireAll();
+    this.consumeDeadlines.expireAll();
     await this.store.close();
     if (this.fallback !== undefined) await this.fallback.close();
   }
@@ -392,11 +421,13 @@ class TokenBucketLimiter implements Limiter {
     let outcomes: Outcome[];
     try {
       // The budget goes to the store too, so that it drops a queued call before the policy below answers it.
-      const answer =
-        operation === 'consume'
-          ? this.store.consume(organization, rule.key, limits, cost, this.deadlines.budgetMs)
-          : this.store.peek(organization, rule.key, limits, cost);
-      outcomes = Array.isArray(answer) ? answer : await this.deadlines.race(answer);
+      const consuming = operation === 'consume';
+      const answer = consuming
+        ? this.store.consume(organization, rule.key, limits, cost, this.deadlines.budgetMs)
+        : this.store.peek(organization, rule.key, limits, cost);
+      outcomes = Array.isArray(answer)
+        ? answer
+        : await (consuming ? this.consumeDeadlines : this.deadlines).race(answer);
     } catch (error) {
       return this.byPolicy(error, request, operation, rule, limits, cost);
     }
@@ -421,7 +452,7 @@ class TokenBucketLimiter implements Limiter {
     }
     const fallback = this.fallback;
     if (policy === 'throw' || fallback === undefined) {
-      throw failedCall(failure, error === this.timeout ? undefined : error);
+      throw failedCall(failure, this.ownTimeouts.includes(error as RateLimitError) ? undefined : error);
     }
     const { organization } = request;
     const outcomes =

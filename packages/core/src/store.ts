@@ -14,9 +14,18 @@ export interface Store {
   /** True when processes share the buckets (Redis); false when they are private to this process (memory). */
   readonly shared: boolean;
   /**
+   * True when the store tells a queue from an outage itself, so that a consume's `budgetMs` bounds how long the
+   * backend may keep a call unanswered, not how long the call waits in all: the store rejects with `store_timeout` a
+   * call it sent that the backend left unanswered for `budgetMs` (and those queued behind it), but waits for a call
+   * queued behind calls the backend keeps answering (a burst, a busy machine), up to QUEUE_WAIT_FACTOR budgets from
+   * the call, and never charges a call after that. The caller then waits up to that bound. Default false: the
+   * caller stops waiting after `budgetMs`.
+   */
+  readonly tellsQueueFromOutage?: boolean;
+  /**
    * Takes `cost` tokens from the bucket of every limit if each holds them, else from none, atomically; one outcome
-   * (bucket.ts) per limit, in order. `budgetMs`: how long from this call the caller waits; a call still unsent then
-   * is dropped, never charged.
+   * (bucket.ts) per limit, in order. `budgetMs`: how long from this call the caller waits (for a store that
+   * `tellsQueueFromOutage`, see there); a call still unsent then is dropped, never charged.
    */
   consume(
     organization: string,
@@ -36,6 +45,13 @@ export interface Store {
   /** Releases what the store holds (timers, caches) and sends nothing more; client connections stay the caller's. */
   close(): void | Promise<void>;
 }
+
+/**
+ * How many budgets a store that `tellsQueueFromOutage` lets a call wait behind others while the backend answers them:
+ * 4, so 2 s under the default budget of 500 ms. Past it (an overload the backend cannot keep up with) the call goes
+ * to the failure policy, as in an outage.
+ */
+export const QUEUE_WAIT_FACTOR = 4;
 
 /**
  * The clock a shared store reads, from its `clock` and `now` options, checked where the store is made: with `clock:

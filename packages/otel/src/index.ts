@@ -24,6 +24,7 @@ import {
   type Outcome,
   PLANS,
   type Plans,
+  QUEUE_WAIT_FACTOR,
   RateLimitError,
   retryAfterSeconds,
   type Store,
@@ -225,6 +226,7 @@ function errorType(error: unknown): string {
  */
 class TimedStore implements Store {
   readonly shared: boolean;
+  readonly tellsQueueFromOutage: boolean;
   private readonly ok: Attributes;
   private readonly failed = new Map<string, Attributes>();
 
@@ -234,6 +236,7 @@ class TimedStore implements Store {
     private readonly name: string,
   ) {
     this.shared = inner.shared;
+    this.tellsQueueFromOutage = inner.tellsQueueFromOutage === true;
     this.ok = Object.freeze({ 'ratecard.store': name });
   }
 
@@ -246,7 +249,9 @@ class TimedStore implements Store {
   ): Outcome[] | Promise<Outcome[]> {
     const start = performance.now();
     try {
-      return this.timed(this.inner.consume(organization, endpoint, limits, cost, budgetMs), start, budgetMs);
+      // The caller waits for a queue at a store that tells one from an outage (see Store.tellsQueueFromOutage).
+      const waited = budgetMs !== undefined && this.tellsQueueFromOutage ? budgetMs * QUEUE_WAIT_FACTOR : budgetMs;
+      return this.timed(this.inner.consume(organization, endpoint, limits, cost, budgetMs), start, waited);
     } catch (error) {
       this.record(start, error);
       throw error;

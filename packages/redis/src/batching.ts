@@ -1,4 +1,4 @@
-import type { Limit, Outcome } from '@ratecard/core';
+import { type Limit, type Outcome, QUEUE_WAIT_FACTOR } from '@ratecard/core';
 import type { Connection } from './client.js';
 
 /** The two ends of a consume call's promise. */
@@ -17,8 +17,13 @@ export class CallBatch {
   readonly slots: number[] = [];
   readonly limits: (readonly Limit[])[] = [];
   readonly costs: number[] = [];
-  /** performance.now() instants after which nobody waits for the answer (Infinity: someone always does). */
+  /**
+   * performance.now() instants after which nobody waits for the answer: QUEUE_WAIT_FACTOR budgets from the call
+   * (Infinity: someone always does).
+   */
   readonly deadlines: number[] = [];
+  /** Each call's budget: how long Redis may leave it unanswered once it is sent (Infinity: no bound). */
+  readonly budgets: number[] = [];
   /** Who is told each call's outcomes. */
   readonly receivers: Receiver[] = [];
   /**
@@ -31,12 +36,21 @@ export class CallBatch {
     return this.keys.length;
   }
 
-  add(key: string, slot: number, limits: readonly Limit[], cost: number, deadline: number, receiver: Receiver): void {
+  add(
+    key: string,
+    slot: number,
+    limits: readonly Limit[],
+    cost: number,
+    deadline: number,
+    budget: number,
+    receiver: Receiver,
+  ): void {
     this.keys.push(key);
     this.slots.push(slot);
     this.limits.push(limits);
     this.costs.push(cost);
     this.deadlines.push(deadline);
+    this.budgets.push(budget);
     this.receivers.push(receiver);
   }
 
@@ -47,6 +61,7 @@ export class CallBatch {
     this.limits.push(other.limits[i] as readonly Limit[]);
     this.costs.push(other.costs[i] as number);
     this.deadlines.push(other.deadlines[i] as number);
+    this.budgets.push(other.budgets[i] as number);
     this.receivers.push(other.receivers[i] as Receiver);
   }
 
@@ -54,11 +69,15 @@ export class CallBatch {
     for (let i = from; i < to; i++) (this.receivers[i] as Receiver).reject(error);
   }
 
-  /** Index of the first call whose deadline is not after `now`, or -1. */
-  firstExpired(now: number): number {
-    const deadlines = this.deadlines;
-    for (let i = 0; i < deadlines.length; i++) if ((deadlines[i] as number) <= now) return i;
-    return -1;
+  /**
+   * Whether call `i` is past what its caller waits for at `now`: its deadline; or, while the client connects (`connecting`),
+   * its budget from the call, since a connection being made is not a Redis answering calls ahead of it.
+   */
+  expired(i: number, now: number, connecting: boolean): boolean {
+    const deadline = this.deadlines[i] as number;
+    if (!connecting) return deadline <= now;
+    const budget = this.budgets[i] as number;
+    return budget !== Number.POSITIVE_INFINITY && deadline - (QUEUE_WAIT_FACTOR - 1) * budget <= now;
   }
 }
 
@@ -139,10 +158,18 @@ export class AutoBatcher {
     return this.batch.length;
   }
 
-  add(key: string, slot: number, limits: readonly Limit[], cost: number, deadline: number, receiver: Receiver): void {
-    this.batch.add(key, slot, limits, cost, deadline, receiver);
+  add(
+    key: string,
+    slot: number,
+    limits: readonly Limit[],
+    cost: number,
+    deadline: number,
+    budget: number,
+    receiver: Receiver,
+  ): void {
+    this.batch.add(key, slot, limits, cost, deadline, budget, receiver);
     if (this.batch.length >= this.pruneAt) {
-      this.batch = this.withoutExpired(this.batch);
+      this.batch = this.withoutExpired(this.batch, false);
       this.pruneAt = Math.max(PRUNE_FLOOR, 2 * this.batch.length);
     }
     this.schedule();
@@ -170,15 +197,39 @@ export class AutoBatcher {
     batch.rejectAll(error, 0, batch.length);
   }
 
-  /** The batch less the calls past their deadline, which are rejected. */
-  private withoutExpired(batch: CallBatch): CallBatch {
+  /**
+   * Rejects every queued call whose route `routeOf` gives as `route` with `error`: Redis has left a call on that route
+   * unanswered past its budget (see the store's Outstanding), so none of them would be answered in time.
+   */
+  dropRoute(route: string, routeOf: (slot: number) => string, error: unknown): number {
+    const batch = this.batch;
+    const kept = new CallBatch();
+    const dropped = new CallBatch();
+    for (let i = 0; i < batch.length; i++) {
+      if (routeOf(batch.slots[i] as number) === route) dropped.takeFrom(batch, i);
+      else kept.takeFrom(batch, i);
+    }
+    if (dropped.length === 0) return 0;
+    this.batch = kept;
+    dropped.rejectAll(error, 0, dropped.length);
+    return dropped.length;
+  }
+
+  /** The batch less the calls past what their callers wait for (see CallBatch.expired), which are rejected. */
+  private withoutExpired(batch: CallBatch, connecting: boolean): CallBatch {
     const now = performance.now();
-    const first = batch.firstExpired(now);
+    let first = -1;
+    for (let i = 0; i < batch.length; i++) {
+      if (batch.expired(i, now, connecting)) {
+        first = i;
+        break;
+      }
+    }
     if (first === -1) return batch;
     const kept = new CallBatch();
     const expired = new CallBatch();
     for (let i = 0; i < batch.length; i++) {
-      if (i >= first && (batch.deadlines[i] as number) <= now) expired.takeFrom(batch, i);
+      if (i >= first && batch.expired(i, now, connecting)) expired.takeFrom(batch, i);
       else kept.takeFrom(batch, i);
     }
     expired.rejectAll(this.expire(expired.length), 0, expired.length);
@@ -198,7 +249,7 @@ export class AutoBatcher {
       // Sent now, the calls would wait in the client's offline queue, past their deadlines. They wait here instead,
       // where expired ones are dropped unsent, until the client is ready (a closed client's calls go on to `send`,
       // which refuses them).
-      this.batch = this.withoutExpired(this.batch);
+      this.batch = this.withoutExpired(this.batch, true);
       if (this.batch.length === 0) return;
       this.scheduled = true;
       const timer = setTimeout(this.flush, READY_POLL_MS);
@@ -206,7 +257,7 @@ export class AutoBatcher {
       (timer as { unref?: () => void }).unref?.();
       return;
     }
-    const batch = this.withoutExpired(this.batch);
+    const batch = this.withoutExpired(this.batch, false);
     this.batch = new CallBatch();
     this.pruneAt = PRUNE_FLOOR;
     // Every queued call may have expired while flushes were held back.
