@@ -5,6 +5,7 @@ import {
   type Limit,
   msUntilAvailable,
   type Outcome,
+  QUEUE_WAIT_FACTOR,
   RateLimitError,
   type Store,
 } from '@ratecard/core';
@@ -115,6 +116,11 @@ const MAX_PER_SCRIPT_CALL = 256;
  */
 const MAX_FLUSHES_IN_FLIGHT = 2;
 const DEFAULT_DENY_CACHE_SIZE = 10_000;
+/**
+ * The longest a denial is remembered: a bucket another process resets (or changes for everyone) is asked of Redis
+ * again within it. One Redis call a second per refused bucket and process is what it costs.
+ */
+const DENY_HORIZON_MS = 1_000;
 
 function invalid(message: string): RateLimitError {
   return new RateLimitError('invalid_option', `ratecard: ${message}`);
@@ -136,6 +142,7 @@ function failure(error: unknown): RateLimitError {
 
 class RedisBucketStore implements RedisStore {
   readonly shared = true;
+  readonly tellsQueueFromOutage = true;
   private readonly connection: Connection;
   private readonly keys: KeyEncoder;
   private readonly clientClock: boolean;
@@ -147,7 +154,7 @@ class RedisBucketStore implements RedisStore {
    * limiter gives each of its callers an error of its own (see sharedError).
    */
   private readonly notReadyErrors = new Map<ClientState, RateLimitError>();
-  private readonly overdue = new Outstanding();
+  private readonly overdue = new Outstanding((flight) => this.giveUp(flight));
   /** Cluster masters being probed while down (see probe). */
   private readonly probing = new Set<string>();
   private closed = false;
@@ -172,6 +179,10 @@ class RedisBucketStore implements RedisStore {
   private readonly expiredError = sharedError(
     'store_timeout',
     'ratecard: the call reached Redis past its deadline, or waited to be sent until then',
+  );
+  private readonly silentError = sharedError(
+    'store_timeout',
+    'ratecard: Redis left the call unanswered for its budget; it goes to the failure policy, and is refused by the script if it runs later',
   );
   private readonly overdueError = sharedError(
     'store_timeout',
@@ -250,10 +261,13 @@ class RedisBucketStore implements RedisStore {
       this.unavailable++;
       return Promise.reject(this.overdueError);
     }
-    // Counted from now, before the caller starts its own count: the store gives up on the call first.
-    const deadline = budgetMs === undefined ? Number.POSITIVE_INFINITY : now + budgetMs;
+    // Counted from now, before the caller starts its own count: the store gives up on the call first. The budget
+    // bounds how long Redis may leave the call unanswered once it is sent (see tellsQueueFromOutage); queued behind
+    // calls Redis answers, it waits up to QUEUE_WAIT_FACTOR budgets.
+    const budget = budgetMs ?? Number.POSITIVE_INFINITY;
+    const deadline = now + budget * QUEUE_WAIT_FACTOR;
     return new Promise<Outcome[]>((resolve, reject) => {
-      this.batcher.add(key, slot, limits, cost, deadline, { resolve, reject });
+      this.batcher.add(key, slot, limits, cost, deadline, budget, { resolve, reject });
     });
   }
 
@@ -300,6 +314,7 @@ class RedisBucketStore implements RedisStore {
 
   close(): void {
     this.closed = true;
+    this.overdue.close();
     this.denies.clear();
     this.batcher.dropQueued(this.closedError());
   }
@@ -364,13 +379,20 @@ class RedisBucketStore implements RedisStore {
     const limits = batch.limits;
     const costs = batch.costs;
     const deadlines = batch.deadlines;
+    const budgets = batch.budgets;
     let uniform = true;
     let firstDeadline = Number.POSITIVE_INFINITY;
+    let budget = Number.POSITIVE_INFINITY;
     const shared = limits[from] as readonly Limit[];
     for (let i = from; i < to; i++) {
       if (costs[i] !== costs[from] || !sameLimits(limits[i] as readonly Limit[], shared)) uniform = false;
       firstDeadline = Math.min(firstDeadline, deadlines[i] as number);
+      budget = Math.min(budget, budgets[i] as number);
     }
+    const sentAt = performance.now();
+    // Redis must answer within the budget from now, or the calls go to their callers' policy (see Outstanding): the
+    // last instant a caller waits for this script call, and after which it must charge nothing.
+    const answerBy = Math.min(firstDeadline, sentAt + budget);
     // The server the script runs on, for its clock. A cluster call sent by key may land on any master (the client
     // follows MOVED and ASK, and retries through a failover), so it takes the master furthest ahead.
     const server = batch.master ?? (this.connection.cluster ? undefined : '');
@@ -389,31 +411,31 @@ class RedisBucketStore implements RedisStore {
         offset = packCall(numbers, offset, limits[i] as readonly Limit[], costs[i] as number);
     }
     const keys = batch.keys.slice(from, to);
-    // The batch's first deadline in Redis' frame: a run later than that finds some caller gone, and charges nothing.
-    const lastWaited = this.inRedisFrame(server, firstDeadline);
+    // In Redis' frame: a run later than that finds some caller gone, and charges nothing.
+    const lastWaited = this.inRedisFrame(server, answerBy);
     const args = [now === undefined ? '' : String(now), numbers, n > 1 && hasRepeats(keys) ? '1' : '', lastWaited];
     this.sent += n;
     this.batches++;
     if (n > this.largestBatch) this.largestBatch = n;
-    const sentAt = performance.now();
     const resets = this.resets;
     const master = batch.master;
     const route = master ?? this.routeOf(batch.slots[from] as number);
-    this.overdue.add(route, firstDeadline);
+    const flight: Flight = { route, answerBy, batch, from, to, given: false };
+    this.overdue.add(flight);
     const settle = (reply: unknown): void => {
-      this.overdue.remove(route, firstDeadline);
+      this.overdue.remove(flight);
       this.settleConsume(batch, from, to, reply, now, sentAt, resets === this.resets, server);
     };
     if (master === undefined) {
       return runScript(this.connection, CONSUME, keys, args, this.onReload).then(settle, (error) => {
-        this.overdue.remove(route, firstDeadline);
+        this.overdue.remove(flight);
         batch.rejectAll(failure(error), from, to);
       });
     }
     return runScriptOnMaster(this.connection, master, CONSUME_ON_MASTER, [...args, ...keys], this.onReload).then(
       settle,
       (error: unknown) => {
-        this.overdue.remove(route, firstDeadline);
+        this.overdue.remove(flight);
         const unsent = error instanceof NoDirectRoute;
         if (!unsent && !notRunBecauseMoved(error)) return batch.rejectAll(failure(error), from, to);
         this.sent -= n;
@@ -458,6 +480,19 @@ class RedisBucketStore implements RedisStore {
     const now = this.clientClock ? String(Math.max(0, Math.floor(this.now()))) : '';
     runScript(this.connection, PEEK, keys, [now, numbers], this.onReload).then(done, done);
   }
+
+  /**
+   * Redis left a script call unanswered for its budget (see Outstanding): its calls, and those queued for the same
+   * route, go to their callers' policy now. A call of the script call that Redis runs later is refused by the script
+   * (it is past `lastWaited`), so nothing the policy answered is charged.
+   */
+  private giveUp(flight: Flight): void {
+    flight.batch.rejectAll(this.silentError, flight.from, flight.to);
+    // Dropped unsent (see RedisStoreStats.expired).
+    this.expired += this.batcher.dropRoute(flight.route, this.routeOfSlot, this.overdueError);
+  }
+
+  private readonly routeOfSlot = (slot: number): string => this.routeOf(slot);
 
   /** Where a slot's calls go, for telling which are overdue: its master in a cluster ('' if unknown), '' standalone. */
   private routeOf(slot: number): string {
@@ -536,8 +571,10 @@ class RedisBucketStore implements RedisStore {
           const wait = msUntilAvailable(outcome, limit, cost);
           // Client clock: exact in that clock. Redis clock: the script ran after `sentAt` and before `receivedAt`,
           // so `sentAt + wait` is never later than the exact instant, and units counted from `receivedAt` never more.
-          if (now !== undefined) this.denies.remember(key, limit, cost, -1 - outcome, now, now + wait);
-          else this.denies.remember(key, limit, cost, -1 - outcome, receivedAt, sentAt + wait);
+          // At most DENY_HORIZON_MS, so that a reset by another process (which this one cannot see) reaches it then.
+          const horizon = wait < DENY_HORIZON_MS ? wait : DENY_HORIZON_MS;
+          if (now !== undefined) this.denies.remember(key, limit, cost, -1 - outcome, now, now + horizon);
+          else this.denies.remember(key, limit, cost, -1 - outcome, receivedAt, sentAt + horizon);
         }
       }
       (batch.receivers[i] as Receiver).resolve(outcomes);
@@ -613,60 +650,118 @@ function sharedError(code: 'store_unavailable' | 'store_timeout', message: strin
   return error;
 }
 
+/** A consume script call sent and not answered yet: calls `from`..`to` of `batch`, on `route`. */
+interface Flight {
+  /** A cluster master's address, '' standalone (or where the slot map names none). */
+  readonly route: string;
+  /** performance.now() by which Redis must answer: the budget from the send, or a call's deadline if earlier. */
+  readonly answerBy: number;
+  readonly batch: CallBatch;
+  readonly from: number;
+  readonly to: number;
+  /** True once its calls were handed to their callers' policy, unanswered at `answerBy`. */
+  given: boolean;
+}
+
 /**
- * Script calls sent and not answered yet, by route (a cluster master's address, '' standalone), each with the first
- * deadline of its calls. One past that deadline means Redis has kept a caller waiting past its budget (a hang, a
- * pause, a slow script, a master gone without a word): calls for that route are refused at once until Redis answers
- * it, and the answer that ends it is the probe.
+ * Script calls sent and not answered yet, by route (a cluster master's address, '' standalone). One still out past
+ * its `answerBy` means Redis has left a call unanswered for a whole budget (a hang, a pause, a slow script, a master
+ * gone without a word): that is an outage, where a queue is not. Its calls, and the calls queued for its route, go to
+ * their callers' policy (`giveUp`), and further calls for that route are refused at once until Redis answers it.
  *
- * Past its deadline counts only once this process has since read what its sockets hold: after this process itself
- * stalls (a long garbage collection, a starved CPU), timers and the calls they make run before the replies that came
- * meanwhile are read, and those calls must not be refused for a Redis that did answer. So a deadline is compared with
- * the time of the latest look taken after the event loop's poll phase (setImmediate), taken whenever a call finds a
- * deadline passed: a real hang refuses calls from the loop's next turn on.
+ * Past `answerBy` counts only once this process has since read what its sockets hold: after this process itself
+ * stalls (a long synchronous task, a garbage collection, a starved CPU), timers run before the replies that came
+ * meanwhile are read, and those calls must not be given up for a Redis that did answer. So deadlines are compared
+ * with the time of a look taken after the event loop's poll phase (setImmediate): when a timer set for the earliest
+ * `answerBy` fires, and whenever a call finds one passed.
  */
 class Outstanding {
-  private readonly byRoute = new Map<string, number[]>();
-  /** The earliest deadline out anywhere; Infinity when none. A consume looks further only once it has passed. */
+  private readonly byRoute = new Map<string, Flight[]>();
+  /** The earliest `answerBy` out anywhere; Infinity when none. A consume looks further only once it has passed. */
   earliest = Number.POSITIVE_INFINITY;
   /** performance.now() of the latest look after a poll phase; deadlines before it were not answered by then. */
   private lookedAt = Number.NEGATIVE_INFINITY;
   private lookPending = false;
-  private readonly look = (): void => {
-    this.lookPending = false;
-    this.lookedAt = performance.now();
-  };
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private timerAt = Number.POSITIVE_INFINITY;
 
-  add(route: string, deadline: number): void {
-    if (deadline === Number.POSITIVE_INFINITY) return;
-    const deadlines = this.byRoute.get(route);
-    if (deadlines === undefined) this.byRoute.set(route, [deadline]);
-    else deadlines.push(deadline);
-    if (deadline < this.earliest) this.earliest = deadline;
+  constructor(private readonly giveUp: (flight: Flight) => void) {}
+
+  add(flight: Flight): void {
+    if (flight.answerBy === Number.POSITIVE_INFINITY) return;
+    const flights = this.byRoute.get(flight.route);
+    if (flights === undefined) this.byRoute.set(flight.route, [flight]);
+    else flights.push(flight);
+    if (flight.answerBy < this.earliest) this.earliest = flight.answerBy;
+    this.armFor(flight.answerBy);
   }
 
-  remove(route: string, deadline: number): void {
-    if (deadline === Number.POSITIVE_INFINITY) return;
-    const deadlines = this.byRoute.get(route) as number[];
-    deadlines.splice(deadlines.indexOf(deadline), 1);
-    if (deadlines.length === 0) this.byRoute.delete(route);
-    if (deadline > this.earliest) return;
+  remove(flight: Flight): void {
+    if (flight.answerBy === Number.POSITIVE_INFINITY) return;
+    const flights = this.byRoute.get(flight.route) as Flight[];
+    flights.splice(flights.indexOf(flight), 1);
+    if (flights.length === 0) this.byRoute.delete(flight.route);
+    if (flight.answerBy > this.earliest) return;
     let earliest = Number.POSITIVE_INFINITY;
-    for (const out of this.byRoute.values()) for (const d of out) if (d < earliest) earliest = d;
+    for (const out of this.byRoute.values()) for (const f of out) if (f.answerBy < earliest) earliest = f.answerBy;
     this.earliest = earliest;
   }
 
-  /** Whether a call out on `route` was still unanswered past its deadline at the latest look (see the class). */
+  /** Whether a call out on `route` was still unanswered past its `answerBy` at the latest look (see the class). */
   unanswered(route: string): boolean {
-    if (!this.lookPending) {
-      this.lookPending = true;
-      setImmediate(this.look);
-    }
-    const deadlines = this.byRoute.get(route);
-    if (deadlines === undefined) return false;
-    for (const deadline of deadlines) if (deadline < this.lookedAt) return true;
+    this.lookSoon();
+    const flights = this.byRoute.get(route);
+    if (flights === undefined) return false;
+    for (const flight of flights) if (flight.answerBy < this.lookedAt) return true;
     return false;
   }
+
+  close(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timerAt = Number.POSITIVE_INFINITY;
+  }
+
+  private armFor(at: number): void {
+    if (this.timer !== undefined && this.timerAt <= at) return;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timerAt = at;
+    // +1 ms: timers may fire a fraction early.
+    this.timer = setTimeout(this.due, Math.max(0, Math.ceil(at - performance.now())) + 1);
+    // Nothing here should keep a process alive: the limiter's own timer answers every waiting caller.
+    (this.timer as { unref?: () => void }).unref?.();
+  }
+
+  private readonly due = (): void => {
+    this.timer = undefined;
+    this.timerAt = Number.POSITIVE_INFINITY;
+    this.lookSoon();
+  };
+
+  private lookSoon(): void {
+    if (this.lookPending) return;
+    this.lookPending = true;
+    setImmediate(this.look);
+  }
+
+  private readonly look = (): void => {
+    this.lookPending = false;
+    const now = performance.now();
+    this.lookedAt = now;
+    let next = Number.POSITIVE_INFINITY;
+    for (const flights of this.byRoute.values()) {
+      for (const flight of flights) {
+        if (flight.given) continue;
+        if (flight.answerBy < now) {
+          flight.given = true;
+          this.giveUp(flight);
+        } else if (flight.answerBy < next) {
+          next = flight.answerBy;
+        }
+      }
+    }
+    if (next !== Number.POSITIVE_INFINITY) this.armFor(next);
+  };
 }
 
 /**

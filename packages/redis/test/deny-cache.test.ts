@@ -34,30 +34,50 @@ describe.skipIf(REDIS_URL === null)('the deny cache', () => {
     freshStore();
     const org = await drainedBucket();
     const sent = store.stats().sent;
-    clock.now += 1_234;
-    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(-1 - 12_340);
+    clock.now += 234;
+    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(-1 - 2_340);
     expect(store.stats()).toMatchObject({ sent, denyCacheHits: 1 });
   });
 
   it('asks Redis again at the exact instant enough tokens have refilled', async () => {
     freshStore();
-    const org = await drainedBucket();
-    clock.now = T0 + 5_999;
-    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(-1 - 59_990);
-    clock.now = T0 + 6_000;
-    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(0);
+    // 600 per minute: a token (100 units) every 100 ms, one unit a millisecond.
+    const org = uniqueOrg('refill');
+    expect(await consumeRpm(store, org, 'e', 600, 600)).toBe(0);
+    expect(await consumeRpm(store, org, 'e', 600, 1)).toBe(-1);
+    clock.now = T0 + 99;
+    expect(await consumeRpm(store, org, 'e', 600, 1)).toBe(-1 - 59_400);
+    clock.now = T0 + 100;
+    expect(await consumeRpm(store, org, 'e', 600, 1)).toBe(0);
     expect(store.stats().denyCacheHits).toBe(1);
+  });
+
+  it('remembers a denial for 1 s at most, so that a reset by another process reaches it within 1 s', async () => {
+    freshStore();
+    // A Developer bucket drained: its next token is 6 s away, but another store (another process) resets it.
+    const org = await drainedBucket();
+    const other = redisStore({ client, clock: 'client', now: () => clock.now });
+    await resetRpm(other, org, 'e');
+    clock.now = T0 + 999;
+    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(-1 - 9_990);
+    expect(store.stats().denyCacheHits).toBe(1);
+    clock.now = T0 + 1_000;
+    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(9 * U);
+    other.close();
   });
 
   it('answers only the same or a larger cost, at the same limit', async () => {
     freshStore();
-    const org = await drainedBucket(2);
-    clock.now += 6_000;
+    // 600 per minute: a token every 100 ms.
+    const org = uniqueOrg('cost');
+    expect(await consumeRpm(store, org, 'e', 600, 600)).toBe(0);
+    expect(await consumeRpm(store, org, 'e', 600, 2)).toBe(-1);
+    clock.now += 100;
     // One token is back: a cost of 1 would be admitted, so it must go to Redis.
-    expect(await consumeRpm(store, org, 'e', 10, 3)).toBe(-1 - U);
+    expect(await consumeRpm(store, org, 'e', 600, 3)).toBe(-1 - U);
     expect(await consumeRpm(store, org, 'e', 25, 2)).toBe(-1 - U);
     expect(store.stats().denyCacheHits).toBe(1);
-    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(0);
+    expect(await consumeRpm(store, org, 'e', 600, 1)).toBe(0);
   });
 
   it('forgets a bucket once a call charges it', async () => {
@@ -96,14 +116,14 @@ describe.skipIf(REDIS_URL === null)('the deny cache', () => {
     freshStore();
     const org = uniqueOrg('plan-change');
     await consumeRpm(store, org, 'e', 250, 250);
-    // The refusal converts the bucket to the request's limit (nothing charged): from now it refills at 10 per minute.
-    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(-1);
+    // The refusal converts the bucket to the request's limit (nothing charged): from now it refills at 600 per minute.
+    expect(await consumeRpm(store, org, 'e', 600, 1)).toBe(-1);
     expect(store.stats().denyCacheSize).toBe(1);
-    clock.now = T0 + 5_999;
-    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(-1 - 59_990);
+    clock.now = T0 + 99;
+    expect(await consumeRpm(store, org, 'e', 600, 1)).toBe(-1 - 59_400);
     expect(store.stats().denyCacheHits).toBe(1);
-    clock.now = T0 + 6_000;
-    expect(await consumeRpm(store, org, 'e', 10, 1)).toBe(0);
+    clock.now = T0 + 100;
+    expect(await consumeRpm(store, org, 'e', 600, 1)).toBe(0);
   });
 
   it('neither answers nor remembers a call of several limits, and forgets the denial of its endpoint', async () => {
