@@ -44,6 +44,12 @@ const keyOf = (endpoint: string, name: string): string => `${name} ${endpoint}`;
 const SWEEP_GAP_MS = 3_600_000;
 
 /**
+ * The furthest ahead an alarm is set: workerd refuses an alarm after the year 2189, and a bucket may take longer than
+ * that to fill (a limit refilling one token a day, for millions of tokens). An alarm that rings early just sweeps again.
+ */
+const ALARM_AHEAD_MAX_MS = 365 * 86_400_000;
+
+/**
  * The buckets of one organization: a Durable Object, one per organization (the store names it by the organization),
  * holding a bucket per (endpoint, limit name). An object runs one call at a time and each call runs to its end
  * without awaiting anything, so a call's buckets are read, charged and written atomically, whichever isolate sent it.
@@ -222,12 +228,15 @@ export class RatecardBuckets extends DurableObject {
     this.schedule(now);
   }
 
-  /** Sets the alarm for when the last bucket held is full, SWEEP_GAP_MS after `now` at the soonest; none if none held. */
+  /**
+   * Sets the alarm for when the last bucket held is full, between SWEEP_GAP_MS and ALARM_AHEAD_MAX_MS after `now`;
+   * none if none is held.
+   */
   private schedule(now: number): void {
     this.alarmSet = this.buckets.size > 0;
     if (!this.alarmSet) return;
     let last = now + SWEEP_GAP_MS;
     for (const bucket of this.buckets.values()) last = Math.max(last, bucket.fullAt);
-    void this.ctx.storage.setAlarm(last);
+    void this.ctx.storage.setAlarm(Math.min(last, now + ALARM_AHEAD_MAX_MS));
   }
 }

@@ -109,6 +109,18 @@ describe.runIf(workerdRuns())('full buckets are deleted', () => {
     expect(again.alarm).toBeGreaterThan(again.now);
   });
 
+  it('sets the alarm a year ahead for a bucket that takes longer to fill (workerd refuses alarms after 2189)', async () => {
+    const organization = `sweep-${process.pid}-${Date.now()}-${organizations++}`;
+    // 52 million tokens, one a day: drained, full again in 142 000 years.
+    const slowest: WireLimit = { capacity: 52_000_000, refill: 1, intervalMs: 86_400_000, name: 'slowest' };
+    expect(await ask(organization, { method: 'consume', limits: [slowest], cost: 52_000_000 })).toEqual({
+      outcomes: [0],
+    });
+    const seen = await state(organization);
+    expect(seen.alarm).toBeGreaterThan(seen.now + 364 * 86_400_000);
+    expect(seen.alarm).toBeLessThanOrEqual(seen.now + 365 * 86_400_000);
+  });
+
   it('deletes the full buckets when the object starts again, after the runtime is killed', async () => {
     const organization = await charged(true);
     await fastBucketsFull(organization);
