@@ -9,7 +9,11 @@ declare module 'cloudflare:workers' {
   }
 
   interface DurableObjectState {
-    readonly storage: { readonly sql: SqlStorage; transactionSync<T>(body: () => T): T };
+    readonly storage: {
+      readonly sql: SqlStorage;
+      transactionSync<T>(body: () => T): T;
+      setAlarm(scheduledTime: number): Promise<void>;
+    };
   }
 
   export abstract class DurableObject<Env = unknown> {

@@ -1,14 +1,18 @@
 import { DurableObject } from 'cloudflare:workers';
-import { type BucketShape, type Limit, type Outcome, sameShape, take, unitsAt } from '@ratecard/core';
+import { type BucketShape, type Limit, msUntilFull, type Outcome, sameShape, take, unitsAt } from '@ratecard/core';
 
 /** What the object reads of a limit: its name and the three numbers of the arithmetic. A core `Limit` fits. */
 export type BucketLimit = Pick<Limit, 'name' | 'capacity' | 'unitsPerToken' | 'unitsPerMs'>;
 
-/** One bucket as memory and the table hold it: units held at `updatedAt` (ms) under the shape then in force. */
+/**
+ * One bucket as memory and the table hold it: units held at `updatedAt` (ms) under the shape then in force, and
+ * `fullAt`, the instant on this object's clock from which it is full again (the same as missing, so deleted then).
+ */
 interface Bucket {
   units: number;
   updatedAt: number;
   shape: BucketShape;
+  fullAt: number;
 }
 
 interface Row extends Record<string, string | number> {
@@ -19,6 +23,7 @@ interface Row extends Record<string, string | number> {
   capacity: number;
   units_per_token: number;
   units_per_ms: number;
+  full_at: number;
 }
 
 /** A bucket to write: units held at `at` under `limit`'s shape. */
@@ -32,6 +37,19 @@ interface Write {
 const keyOf = (endpoint: string, name: string): string => `${name} ${endpoint}`;
 
 /**
+ * The shortest time between two sweeps. An alarm is billed as a request and a sweep reads every bucket in memory, so
+ * an organization busy on a limit that refills in a second must not get an alarm a second; a full row kept up to an
+ * hour longer costs only its bytes.
+ */
+const SWEEP_GAP_MS = 3_600_000;
+
+/**
+ * The furthest ahead an alarm is set: workerd refuses an alarm after the year 2189, and a bucket may take longer than
+ * that to fill (a limit refilling one token a day, for millions of tokens). An alarm that rings early just sweeps again.
+ */
+const ALARM_AHEAD_MAX_MS = 365 * 86_400_000;
+
+/**
  * The buckets of one organization: a Durable Object, one per organization (the store names it by the organization),
  * holding a bucket per (endpoint, limit name). An object runs one call at a time and each call runs to its end
  * without awaiting anything, so a call's buckets are read, charged and written atomically, whichever isolate sent it.
@@ -41,9 +59,18 @@ const keyOf = (endpoint: string, name: string): string => `${name} ${endpoint}`;
  * refuses leaves every bucket of the call as it was. The buckets are also kept in a Map, read from the table once
  * when the object starts: a decision then reads no row (rows read are billed too) and costs one row written per
  * limit it charges.
+ *
+ * A full bucket is the same as a missing one, so the object deletes its full buckets, rows and Map entries, when it
+ * starts and when its alarm rings (the sweep). The alarm is set for when the last bucket held is full, an hour after
+ * the sweep at the soonest; a call sets it only when none is set, which is when the object held no bucket, so a
+ * decision costs what it did. A bucket is deleted at most an hour after it is full, or, if its organization has a
+ * limit that takes longer to refill from empty, at most that long; an organization that stops calling keeps no row
+ * after that. A sweep deletes a bucket only at or after `fullAt`, counted with core's `msUntilFull`.
  */
 export class RatecardBuckets extends DurableObject {
   private readonly buckets = new Map<string, Bucket>();
+  /** Whether the alarm is set: from the first bucket written until a sweep leaves none. */
+  private alarmSet = false;
 
   constructor(...args: ConstructorParameters<typeof DurableObject>) {
     super(...args);
@@ -57,6 +84,7 @@ export class RatecardBuckets extends DurableObject {
       capacity INTEGER NOT NULL,
       units_per_token INTEGER NOT NULL,
       units_per_ms INTEGER NOT NULL,
+      full_at INTEGER NOT NULL,
       PRIMARY KEY (endpoint, name)
     )`);
     for (const row of sql.exec<Row>('SELECT * FROM ratecard_buckets')) {
@@ -64,8 +92,16 @@ export class RatecardBuckets extends DurableObject {
         units: row.units,
         updatedAt: row.updated_at,
         shape: { capacity: row.capacity, unitsPerToken: row.units_per_token, unitsPerMs: row.units_per_ms },
+        fullAt: row.full_at,
       });
     }
+    // Whether an alarm is still set is not known here without waiting for it: sweep, which sets it anew.
+    this.sweep(Date.now());
+  }
+
+  /** The alarm: deletes the buckets that are full and sets the alarm for the others. */
+  alarm(): void {
+    this.sweep(Date.now());
   }
 
   /**
@@ -96,13 +132,14 @@ export class RatecardBuckets extends DurableObject {
           changed.push({ limit, units: held[i] as number, at: Math.max(at, bucket.updatedAt) });
         }
       });
-      if (changed.length > 0) this.write(endpoint, changed);
+      if (changed.length > 0) this.write(endpoint, changed, clock - at);
       return held.map((units) => -1 - units);
     }
     // Time never moves backwards in a bucket, or the same interval would refill twice.
     this.write(
       endpoint,
       limits.map((limit, i) => ({ limit, units: outcomes[i] as Outcome, at: Math.max(at, found[i]?.updatedAt ?? at) })),
+      clock - at,
     );
     return outcomes;
   }
@@ -139,27 +176,67 @@ export class RatecardBuckets extends DurableObject {
 
   /**
    * Writes a call's buckets to the table in one transaction, then to the Map: a write that fails (storage refused)
-   * leaves both as they were, and the call rejects having charged nothing.
+   * leaves both as they were, and the call rejects having charged nothing. `offset`: this object's clock minus the
+   * call's (0 under clock 'object'). A bucket is full `msUntilFull` after its `updatedAt` on the caller's clock; on this
+   * object's clock that instant is `offset` later (Redis counts a key's expiry from the caller's now the same way).
    */
-  private write(endpoint: string, writes: readonly Write[]): void {
+  private write(endpoint: string, writes: readonly Write[], offset: number): void {
     const storage = this.ctx.storage;
+    const written = writes.map(({ limit, units, at }) => {
+      const shape = { capacity: limit.capacity, unitsPerToken: limit.unitsPerToken, unitsPerMs: limit.unitsPerMs };
+      return { units, updatedAt: at, shape, fullAt: at + msUntilFull(units, shape) + offset };
+    });
     storage.transactionSync(() => {
-      for (const { limit, units, at } of writes) {
+      writes.forEach(({ limit }, i) => {
+        const { units, updatedAt, shape, fullAt } = written[i] as Bucket;
         storage.sql.exec(
-          'INSERT OR REPLACE INTO ratecard_buckets VALUES (?, ?, ?, ?, ?, ?, ?)',
+          'INSERT OR REPLACE INTO ratecard_buckets VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
           endpoint,
           limit.name,
           units,
-          at,
-          limit.capacity,
-          limit.unitsPerToken,
-          limit.unitsPerMs,
+          updatedAt,
+          shape.capacity,
+          shape.unitsPerToken,
+          shape.unitsPerMs,
+          fullAt,
         );
-      }
+      });
     });
-    for (const { limit, units, at } of writes) {
-      const shape = { capacity: limit.capacity, unitsPerToken: limit.unitsPerToken, unitsPerMs: limit.unitsPerMs };
-      this.buckets.set(keyOf(endpoint, limit.name), { units, updatedAt: at, shape });
+    writes.forEach(({ limit }, i) => this.buckets.set(keyOf(endpoint, limit.name), written[i] as Bucket));
+    // Unset only while the object held no bucket: the Map holds this call's few, so setting it costs what they do.
+    if (!this.alarmSet) this.schedule(Date.now());
+  }
+
+  /** Deletes every bucket full at `now` (this object's clock), rows first, then sets the alarm for the others. */
+  private sweep(now: number): void {
+    const full: string[] = [];
+    for (const [key, bucket] of this.buckets) if (bucket.fullAt <= now) full.push(key);
+    if (full.length > 0) {
+      const storage = this.ctx.storage;
+      storage.transactionSync(() => {
+        for (const key of full) {
+          const space = key.indexOf(' ');
+          storage.sql.exec(
+            'DELETE FROM ratecard_buckets WHERE endpoint = ? AND name = ?',
+            key.slice(space + 1),
+            key.slice(0, space),
+          );
+        }
+      });
+      for (const key of full) this.buckets.delete(key);
     }
+    this.schedule(now);
+  }
+
+  /**
+   * Sets the alarm for when the last bucket held is full, between SWEEP_GAP_MS and ALARM_AHEAD_MAX_MS after `now`;
+   * none if none is held.
+   */
+  private schedule(now: number): void {
+    this.alarmSet = this.buckets.size > 0;
+    if (!this.alarmSet) return;
+    let last = now + SWEEP_GAP_MS;
+    for (const bucket of this.buckets.values()) last = Math.max(last, bucket.fullAt);
+    void this.ctx.storage.setAlarm(Math.min(last, now + ALARM_AHEAD_MAX_MS));
   }
 }

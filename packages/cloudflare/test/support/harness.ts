@@ -3,7 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FIXTURES, prepareWorker, startWorkerd, type Workerd, type WranglerConfig } from './workerd.js';
 
-/** The harness Worker's configuration: the store's class, and two faulty ones for the failure policy. */
+/**
+ * The harness Worker's configuration: the store's class, three faulty ones for the failure policy, and one that shows
+ * its state for the sweep's tests.
+ */
 export const HARNESS: WranglerConfig = {
   compatibility_date: '2025-09-01',
   compatibility_flags: ['nodejs_compat'],
@@ -13,10 +16,14 @@ export const HARNESS: WranglerConfig = {
       { name: 'THROWING', class_name: 'ThrowingBuckets' },
       { name: 'SLOW', class_name: 'SlowBuckets' },
       { name: 'REFUSING', class_name: 'RefusingBuckets' },
+      { name: 'SWEPT', class_name: 'SweptBuckets' },
     ],
   },
   migrations: [
-    { tag: 'v1', new_sqlite_classes: ['RatecardBuckets', 'ThrowingBuckets', 'SlowBuckets', 'RefusingBuckets'] },
+    {
+      tag: 'v1',
+      new_sqlite_classes: ['RatecardBuckets', 'ThrowingBuckets', 'SlowBuckets', 'RefusingBuckets', 'SweptBuckets'],
+    },
   ],
 };
 
@@ -37,8 +44,8 @@ export interface WireLimit {
 }
 
 export interface Call {
-  /** A store call, or 'rows': RefusingBuckets' table. */
-  method: 'consume' | 'peek' | 'reset' | 'rows';
+  /** A store call; 'rows': RefusingBuckets' table; 'state', 'ring': SweptBuckets' (fixtures/harness.mjs). */
+  method: 'consume' | 'peek' | 'reset' | 'rows' | 'state' | 'ring';
   /** The namespace binding; default BUCKETS. */
   binding?: string;
   organization: string;
@@ -51,11 +58,28 @@ export interface Call {
 }
 
 /** One store call through a running harness: the outcomes, or the error code the store threw. */
-export async function call(
-  workerd: Workerd,
-  body: Call,
-): Promise<{ outcomes?: number[] | null; error?: string; rows?: unknown[] }> {
+export async function call(workerd: Workerd, body: Call): Promise<Answer> {
   const response = await fetch(`${workerd.url}/call`, { method: 'POST', body: JSON.stringify(body) });
   if (!response.ok) throw new Error(`harness answered ${response.status}: ${await response.text()}`);
-  return (await response.json()) as { outcomes?: number[] | null; error?: string; rows?: unknown[] };
+  return (await response.json()) as Answer;
+}
+
+/** What SweptBuckets' `state()` shows. */
+export interface SweptState {
+  /** The object's clock. */
+  now: number;
+  rows: { endpoint: string; name: string; units: number; full_at: number }[];
+  /** The keys of the object's Map: `name endpoint`. */
+  held: string[];
+  /** The alarm set, or null. */
+  alarm: number | null;
+}
+
+/** What the harness's `/call` answers: the key named by the method. */
+export interface Answer {
+  outcomes?: number[] | null;
+  error?: string;
+  rows?: unknown[];
+  state?: SweptState;
+  ring?: number;
 }

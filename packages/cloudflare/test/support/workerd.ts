@@ -38,19 +38,23 @@ export interface WranglerConfig {
   migrations: { tag: string; new_sqlite_classes?: string[] }[];
 }
 
+/** The Worker services of a configuration with `isolates` isolates: "main" (which holds the objects), then "other"s. */
+const serviceNames = (isolates: number): string[] =>
+  Array.from({ length: isolates }, (_, i) => (i === 0 ? 'main' : i === 1 ? 'other' : `other${i}`));
+
 /**
  * Bundles a Worker (a file, or its source) as wrangler does (esbuild, ES module, the workerd conditions, the runtime's `cloudflare:` modules
  * left to it) and writes a workerd configuration for it: the wrangler bindings and SQLite classes, object storage on
- * disk in `storage`, an HTTP socket on a free loopback port. With `isolates: 2`, a second Worker service runs the same
- * bundle in an isolate of its own, on a socket of its own, with its bindings on the first one's classes (as wrangler's
- * `script_name` binds another Worker's Durable Objects): two isolates sending to the same objects.
+ * disk in `storage`, an HTTP socket on a free loopback port. With `isolates` above 1, more Worker services run the same
+ * bundle, each in an isolate of its own, on a socket of its own, with its bindings on the first one's classes (as
+ * wrangler's `script_name` binds another Worker's Durable Objects): that many isolates sending to the same objects.
  */
 export async function prepareWorker(
   entry: string | { contents: string },
   wrangler: WranglerConfig,
   dir: string,
   storage: string,
-  isolates: 1 | 2 = 1,
+  isolates = 1,
 ): Promise<void> {
   mkdirSync(storage, { recursive: true });
   await build({
@@ -97,17 +101,15 @@ export async function prepareWorker(
     .join(', ')}],
 );
 `;
-  const services = ['(name = "main", worker = .main)', '(name = "other", worker = .other)'].slice(0, isolates);
-  const sockets = [
-    '(name = "main", address = "127.0.0.1:0", http = (), service = "main")',
-    '(name = "other", address = "127.0.0.1:0", http = (), service = "other")',
-  ].slice(0, isolates);
+  const names = serviceNames(isolates);
+  const services = names.map((name) => `(name = "${name}", worker = .${name})`);
+  const sockets = names.map((name) => `(name = "${name}", address = "127.0.0.1:0", http = (), service = "${name}")`);
   const config = `using Workerd = import "/workerd/workerd.capnp";
 const config :Workerd.Config = (
   services = [${services.join(', ')}, (name = "storage", disk = (path = ${text(storage)}, writable = true))],
   sockets = [${sockets.join(', ')}],
 );
-${worker('main', true)}${isolates === 2 ? worker('other', false) : ''}`;
+${names.map((name, i) => worker(name, i === 0)).join('')}`;
   writeFileSync(join(dir, 'config.capnp'), config);
   writeFileSync(join(dir, 'sockets'), String(isolates));
 }
@@ -169,7 +171,7 @@ export function startWorkerd(dir: string): Promise<Workerd> {
       }
       if (ports.size < sockets) return;
       clearTimeout(timer);
-      const urls = ['main', 'other'].slice(0, sockets).map((socket) => `http://127.0.0.1:${ports.get(socket)}`);
+      const urls = serviceNames(sockets).map((socket) => `http://127.0.0.1:${ports.get(socket)}`);
       resolve({ url: urls[0] as string, urls, output: () => output, stop });
     });
     child.once('exit', (code) => {
