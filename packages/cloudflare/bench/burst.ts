@@ -2,7 +2,7 @@ import { it } from 'vitest';
 import { burst, PLANS, type Plan, startReadmeWorker } from '../test/support/burst.js';
 import { workerdRuns } from '../test/support/workerd.js';
 
-// The README's Worker as written (durableObjectStore, fallback: memoryStore(), the default storeTimeoutMs of 100 ms,
+// The README's Worker as written (durableObjectStore, fallback: memoryStore(), the default storeTimeoutMs of 500 ms,
 // Hono's middleware), its free plan perMinute(100), then perHour(100), served by workerd in ISOLATES isolates
 // sharing its objects: ROUNDS bursts of REQUESTS concurrent POSTs, each of a new organization, sent round-robin to
 // the isolates from this process. Per round: admitted, refused, the exact bound over the burst's duration, and how
