@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   createLimiter,
+  type Limit,
   type Limiter,
   type LimiterOptions,
   type LimitRequest,
@@ -158,6 +159,36 @@ describe("a request's own limits", () => {
       [false, 'ALL /*'],
     ]);
     expect(store.keys).toEqual(['ALL /* 1s', 'ALL /* 1s', 'ALL /* 1s']);
+  });
+
+  it('are read once, when the call is made: an array the caller reuses or changes afterwards changes nothing', async () => {
+    const { store, limiter } = make();
+    const user = perSecond(1);
+    const reused: Limit[] = [user, perHour5];
+    // The store reads the limits a microtask later, as the Redis store does when it flushes its batch.
+    const pending = limiter.consume(request({ limits: reused }));
+    reused[0] = perMinute(600);
+    reused.length = 1;
+    const decision = await pending;
+    expect(store.lastLimits).toEqual([user, perHour5]);
+    expect(decision.limits).toEqual([user, perHour5]);
+    expect(decision.limits).not.toBe(reused);
+    // The user limit was charged: its one token is gone.
+    expect(await limiter.consume(request({ limits: user }))).toMatchObject({ allowed: false, limit: 1 });
+  });
+
+  it('never hand the store an object swapped in after the check, even from a frozen array', async () => {
+    const { store, limiter } = make();
+    const forged = { name: '1s', capacity: 1e300, refill: 1, intervalMs: 1, unitsPerToken: -1, unitsPerMs: 0 };
+    const checked = perSecond(1);
+    let reads = 0;
+    const sly: Limit[] = [];
+    Object.defineProperty(sly, 0, { enumerable: true, get: () => (++reads === 1 ? checked : forged) });
+    Object.freeze(sly);
+    const decision = await limiter.consume(request({ limits: sly }));
+    expect(reads).toBe(1);
+    expect(store.lastLimits).toEqual([checked]);
+    expect(decision).toMatchObject({ allowed: true, limits: [checked] });
   });
 
   it('keep the mode of the rule they land on', async () => {
