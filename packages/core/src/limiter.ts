@@ -12,7 +12,8 @@ import type { Store } from './store.js';
 export interface LimitRequest extends Identity {
   /**
    * The request's own limits, one or several (all must admit it): they win over the endpoint rule's, `override` and
-   * `plan`. A request carrying limits is limited even where no endpoint rule matches: then under the rule `ALL /*`.
+   * `plan`, and are enforced wherever they are given: on a shadow rule too (`decision.mode` is 'enforce'), and where
+   * no endpoint rule matches, under the rule `ALL /*`.
    */
   limits?: Limits;
   /**
@@ -245,6 +246,8 @@ class TokenBucketLimiter implements Limiter {
   private readonly store: Store;
   private readonly plans: PlanBook;
   private readonly endpointRules: EndpointRules;
+  /** Each shadow rule's twin in mode 'enforce': the rule of a request carrying its own limits there (ruleOf). */
+  private readonly enforcedRules = new Map<EndpointRule, EndpointRule>();
   private readonly onDecision: LimiterOptions['onDecision'];
   private readonly policy: StoreErrorPolicy;
   private readonly fallback: Store | undefined;
@@ -285,6 +288,9 @@ class TokenBucketLimiter implements Limiter {
       options.endpoints ?? (ownPlans ? EVERY_ENDPOINT : DEFAULT_ENDPOINTS),
       this.plans.names,
     );
+    for (const rule of this.endpointRules.rules) {
+      if (rule.mode === 'shadow') this.enforcedRules.set(rule, Object.freeze({ ...rule, mode: 'enforce' }));
+    }
     if (this.endpointRules.rules.length === 0) {
       globalThis.process?.emitWarning?.(
         'ratecard: createLimiter was given no endpoint rules, so it limits only requests that carry their own limits',
@@ -384,7 +390,7 @@ class TokenBucketLimiter implements Limiter {
     checkRequest(request);
     const { organization, endpoint } = request;
     const own = request.limits;
-    const rule = this.endpointRules.forEndpoint(endpoint) ?? (own === undefined ? undefined : EVERY_REQUEST);
+    const rule = this.ruleOf(endpoint, own);
     // Validated even for an unlimited endpoint, so that a caller's bug shows wherever it is.
     const limits = own === undefined ? this.plans.limitsFor(request, rule) : this.plans.ownLimits(request, own);
     const cost = checkCost(request.cost, limits);
@@ -402,6 +408,19 @@ class TokenBucketLimiter implements Limiter {
     }
     if (this.outage !== undefined) this.storeAnswered();
     return this.report(decide(outcomes, rule, limits, cost, 'store'), request);
+  }
+
+  /**
+   * The rule a request is decided under: the endpoint's, or undefined for an unlimited endpoint. A request that carries
+   * its own limits is limited wherever it goes: where no rule matches, under EVERY_REQUEST; on a shadow rule, under the
+   * rule's enforced twin, because a shadow rule says how the plan's limits are rolled out, and limits the caller gives
+   * for one request are meant to hold (the spec's shadow rules stay shadow for every request without limits of its own).
+   */
+  private ruleOf(endpoint: string, own: Limits | undefined): EndpointRule | undefined {
+    const rule = this.endpointRules.forEndpoint(endpoint);
+    if (own === undefined) return rule;
+    if (rule === undefined) return EVERY_REQUEST;
+    return rule.mode === 'enforce' ? rule : (this.enforcedRules.get(rule) as EndpointRule);
   }
 
   /** The failure policy's decision, once the store failed or ran over budget (decide's one catch). */

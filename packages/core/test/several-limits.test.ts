@@ -191,11 +191,27 @@ describe("a request's own limits", () => {
     expect(decision).toMatchObject({ allowed: true, limits: [checked] });
   });
 
-  it('keep the mode of the rule they land on', async () => {
+  it("are enforced on the spec's shadow rules, which stay shadow for a request without limits of its own", async () => {
     const { limiter } = make();
+    for (const endpoint of ['POST /invocations', 'PUT /browser-pools/pool_1', 'POST /browser-pools']) {
+      const ask = request({ organization: endpoint, endpoint, limits: perSecond(1) });
+      expect(await limiter.consume(ask)).toMatchObject({ mode: 'enforce', allowed: true, limited: false });
+      expect(await limiter.consume(ask)).toMatchObject({ mode: 'enforce', allowed: false, limited: true });
+      const byPlan = request({ organization: `${endpoint} by plan`, endpoint, limits: undefined });
+      for (let i = 0; i < 10; i++) await limiter.consume(byPlan);
+      expect(await limiter.consume(byPlan)).toMatchObject({ mode: 'shadow', allowed: true, limited: true });
+    }
+  });
+
+  it('are enforced 30 times out of 30 past their limit on a shadow rule, as under the failure policy', async () => {
+    const { store, limiter } = make({ onStoreError: 'deny' });
     const ask = request({ endpoint: 'POST /invocations', limits: perSecond(1) });
     await limiter.consume(ask);
-    expect(await limiter.consume(ask)).toMatchObject({ mode: 'shadow', allowed: true, limited: true });
+    const refused = [];
+    for (let i = 0; i < 30; i++) refused.push(!(await limiter.consume(ask)).allowed);
+    expect(refused.filter(Boolean)).toHaveLength(30);
+    store.behaviour = 'reject';
+    expect(await limiter.consume(ask)).toMatchObject({ source: 'fail-closed', mode: 'enforce', allowed: false });
   });
 });
 
