@@ -3,7 +3,7 @@ import { DeadlineQueue } from './deadlines.js';
 import { type Decision, type DecisionSource, decide, decideWithoutStore } from './decision.js';
 import { DEFAULT_ENDPOINTS, type EndpointRule, EndpointRules, type EndpointSpec, EVERY_ENDPOINT } from './endpoints.js';
 import { describeValue, RateLimitError } from './errors.js';
-import { type Limit, type Limits, limitList } from './limits.js';
+import { type Limit, type Limits, limitList, limitsByShape } from './limits.js';
 import { checkOptionKeys } from './options.js';
 import { type Identity, PlanBook, type Plans } from './plans.js';
 import type { Store } from './store.js';
@@ -13,7 +13,8 @@ export interface LimitRequest extends Identity {
   /**
    * The request's own limits, one or several (all must admit it): they win over the endpoint rule's, `override` and
    * `plan`, and are enforced wherever they are given: on a shadow rule too (`decision.mode` is 'enforce'), and where
-   * no endpoint rule matches, under the rule `ALL /*`.
+   * no endpoint rule matches, under the rule `ALL /*`, one bucket per organization and limit, a limit known there by
+   * its name and numbers, never by the path (docs/algorithm.md, "A request's own limits where no rule matches").
    */
   limits?: Limits;
   /**
@@ -125,6 +126,18 @@ const UNLIMITED: Decision = Object.freeze({
 
 /** The rule of a request that carries its own limits where no endpoint rule matches. */
 const EVERY_REQUEST: EndpointRule = new EndpointRules(EVERY_ENDPOINT, new Set()).rules[0] as EndpointRule;
+
+/**
+ * The limits a request's buckets are kept by in the store: its limits, by name, under the rule's key, except where no
+ * rule matches. There the limiter's rule `ALL /*` stands for every endpoint a request with limits of its own may name,
+ * and names would mix limits meant for different endpoints (`perMinute(30)` on one, `perMinute(2)` on another, each
+ * named '1m', made one bucket converted to each shape in turn), so each limit is kept by its name and numbers
+ * (limitsByShape): one bucket per organization and limit, shared by every path the same limit is given on (a per-IP
+ * limit on every route), whatever the paths are, so ids or query strings in them make no buckets.
+ */
+function bucketLimits(rule: EndpointRule, limits: readonly Limit[]): readonly Limit[] {
+  return rule === EVERY_REQUEST ? limitsByShape(limits) : limits;
+}
 
 /** Length in characters (code points) over the bound, for a value whose UTF-16 length is. */
 function tooLong(value: string): boolean {
@@ -395,13 +408,14 @@ class TokenBucketLimiter implements Limiter {
     const limits = own === undefined ? this.plans.limitsFor(request, rule) : this.plans.ownLimits(request, own);
     const cost = checkCost(request.cost, limits);
     if (rule === undefined) return this.report(UNLIMITED, request);
+    const buckets = bucketLimits(rule, limits);
     let outcomes: Outcome[];
     try {
       // The budget goes to the store too, so that it drops a queued call before the policy below answers it.
       const answer =
         operation === 'consume'
-          ? this.store.consume(organization, rule.key, limits, cost, this.deadlines.budgetMs)
-          : this.store.peek(organization, rule.key, limits, cost);
+          ? this.store.consume(organization, rule.key, buckets, cost, this.deadlines.budgetMs)
+          : this.store.peek(organization, rule.key, buckets, cost);
       outcomes = Array.isArray(answer) ? answer : await this.deadlines.race(answer);
     } catch (error) {
       return this.byPolicy(error, request, operation, rule, limits, cost);
@@ -443,10 +457,11 @@ class TokenBucketLimiter implements Limiter {
       throw failedCall(failure, error === this.timeout ? undefined : error);
     }
     const { organization } = request;
+    const buckets = bucketLimits(rule, limits);
     const outcomes =
       operation === 'consume'
-        ? await fallback.consume(organization, rule.key, limits, cost)
-        : await fallback.peek(organization, rule.key, limits, cost);
+        ? await fallback.consume(organization, rule.key, buckets, cost)
+        : await fallback.peek(organization, rule.key, buckets, cost);
     return this.report(decide(outcomes, rule, limits, cost, 'fallback'), request);
   }
 

@@ -208,6 +208,34 @@ export function configuredLimits(value: unknown, what: string): readonly Limit[]
   return Object.freeze(limitList(value, what, 'invalid_option'));
 }
 
+/** Each limit as a one-element list under its shaped name (limitsByShape), made the first time it is asked for. */
+const shapedAlone = new WeakMap<Limit, readonly Limit[]>();
+
+/**
+ * The limits as a store keeps them where no endpoint rule names a request's buckets (the limiter's rule `ALL /*` for a
+ * request carrying its own limits): each under a name that carries its numbers too, `<name>.<capacity>.<refill>.
+ * <intervalMs>` (`perMinute(30)` is `1m.30.30.60000`), so that one bucket is kept per organization and limit, and a
+ * request's limits never turn another request's bucket of the same name into their own shape. The name is at most
+ * 104 characters of `A-Z a-z 0-9 . _ -`, and no two limits share one: the last three dot-separated parts are the
+ * numbers, whatever dots the name has. One limit allocates nothing once its list is made; several allocate a list.
+ */
+export function limitsByShape(limits: readonly Limit[]): readonly Limit[] {
+  if (limits.length === 1) return shapedList(limits[0] as Limit);
+  const list: Limit[] = [];
+  for (let i = 0; i < limits.length; i++) list.push(shapedList(limits[i] as Limit)[0] as Limit);
+  return list;
+}
+
+function shapedList(limit: Limit): readonly Limit[] {
+  let list = shapedAlone.get(limit);
+  if (list === undefined) {
+    const name = `${limit.name}.${limit.capacity}.${limit.refill}.${limit.intervalMs}`;
+    list = Object.freeze([Object.freeze({ ...limit, name })]);
+    shapedAlone.set(limit, list);
+  }
+  return list;
+}
+
 function notALimit(value: unknown, what: string, code: 'invalid_argument' | 'invalid_option'): RateLimitError {
   return new RateLimitError(
     code,

@@ -21,9 +21,10 @@ afterEach(async () => {
 
 function make(options: Partial<LimiterOptions> = {}) {
   const store = new ScriptedStore();
-  const limiter = createLimiter({ store, fallback: new ScriptedStore(), ...options });
+  const fallback = new ScriptedStore();
+  const limiter = createLimiter({ store, fallback, log: () => {}, ...options });
   limiters.push(limiter);
-  return { store, limiter };
+  return { store, fallback, limiter };
 }
 
 const perSecond10 = perSecond(10); // a token is 100 units
@@ -149,7 +150,7 @@ describe("a request's own limits", () => {
     expect(store.keys).toEqual(['POST /export 1s']);
   });
 
-  it("are limited where no rule matches, under the rule 'ALL /*'", async () => {
+  it("are limited where no rule matches, under the rule 'ALL /*', each limit's bucket named by its numbers too", async () => {
     const { store, limiter } = make();
     const ask = request({ endpoint: 'GET /unruled', limits: perSecond(2) });
     const decisions = [await limiter.consume(ask), await limiter.consume(ask), await limiter.consume(ask)];
@@ -158,7 +159,51 @@ describe("a request's own limits", () => {
       [true, 'ALL /*'],
       [false, 'ALL /*'],
     ]);
-    expect(store.keys).toEqual(['ALL /* 1s', 'ALL /* 1s', 'ALL /* 1s']);
+    expect(store.keys).toEqual(['ALL /* 1s.2.2.1000', 'ALL /* 1s.2.2.1000', 'ALL /* 1s.2.2.1000']);
+    // The decision names the limit as it was given: headers and metrics show '1s'.
+    expect(decisions[0]?.limits).toEqual([perSecond(2)]);
+  });
+
+  it('keep a bucket per limit where no rule matches: limits of one name for different endpoints never mix', async () => {
+    const { limiter } = make();
+    const call = (endpoint: string, limits: Limit) => limiter.consume(request({ endpoint, limits }));
+    for (let i = 0; i < 30; i++) expect((await call('POST /search', perMinute(30))).allowed).toBe(true);
+    expect((await call('POST /search', perMinute(30))).allowed).toBe(false);
+    const exports = [];
+    for (let i = 0; i < 3; i++) exports.push((await call('POST /export', perMinute(2))).allowed);
+    expect(exports).toEqual([true, true, false]);
+    const items = [];
+    for (let i = 0; i < 5; i++) items.push(await call('GET /items', perMinute(100)));
+    expect(items.map((decision) => decision.allowed)).toEqual([true, true, true, true, true]);
+    expect(items[4]).toMatchObject({ limit: 100, remaining: 95 });
+    // The search bucket kept its shape and its count: still empty.
+    expect(await limiter.peek(request({ endpoint: 'POST /search', limits: perMinute(30) }))).toMatchObject({
+      allowed: false,
+      limit: 30,
+    });
+  });
+
+  it('share one bucket per limit across every path no rule matches, ids and query strings making none', async () => {
+    const { store, limiter } = make();
+    const perIp = perSecond(5, { burst: 10 });
+    const decisions = [];
+    for (let i = 0; i < 11; i++) {
+      const endpoint = `${i % 2 === 0 ? 'GET' : 'POST'} /items/${i}?q=${'x'.repeat(i)}`;
+      decisions.push(await limiter.consume(request({ organization: '10.0.0.1', endpoint, limits: perIp })));
+    }
+    expect(decisions.map((decision) => decision.allowed).lastIndexOf(true)).toBe(9);
+    expect(decisions[10]).toMatchObject({ allowed: false, retryAfter: 1 });
+    expect(new Set(store.keys)).toEqual(new Set(['ALL /* 1s.10.5.1000']));
+  });
+
+  it('give every limit of a list its own bucket by its numbers, and the fallback the same buckets', async () => {
+    const { store, fallback, limiter } = make();
+    const ask = request({ endpoint: 'GET /unruled', limits: [perSecond(2), perHour(5, { name: 'hourly' })] });
+    await limiter.consume(ask);
+    expect(store.keys).toEqual(['ALL /* 1s.2.2.1000', 'ALL /* hourly.5.5.3600000']);
+    store.behaviour = 'reject';
+    expect(await limiter.consume(ask)).toMatchObject({ source: 'fallback', allowed: true });
+    expect(fallback.keys).toEqual(['ALL /* 1s.2.2.1000', 'ALL /* hourly.5.5.3600000']);
   });
 
   it('are read once, when the call is made: an array the caller reuses or changes afterwards changes nothing', async () => {
