@@ -32,7 +32,13 @@ export interface BucketRef {
   organization: string;
   /** A rule key or a concrete `'<METHOD> <path>'`, as a request's `endpoint` gives it. */
   endpoint: string;
-  /** The limits whose buckets to reset; default every limit the endpoint's rule, the plans and overrides use. */
+  /**
+   * The limits whose buckets to reset; default every limit the endpoint's rule, the plans and overrides use (a limit
+   * a request carried of its own under another name is reset only when given here). Needed for an endpoint no rule
+   * matches, whose buckets are those of the limits requests carried: reset reaches the bucket of each limit given,
+   * which every request carrying it was charged in, whatever its path; without limits it rejects with
+   * `invalid_argument`.
+   */
   limits?: Limits;
 }
 
@@ -198,6 +204,17 @@ function checkRequest(request: unknown): void {
   const { organization, endpoint } = request as LimitRequest;
   checkName(organization, 'organization');
   checkName(endpoint, 'endpoint');
+}
+
+/**
+ * A reset of an endpoint no rule matches names no bucket without limits: the only buckets there are those of the
+ * limits requests carried, kept by the limits' names and numbers (bucketLimits), which only the caller knows.
+ */
+function resetNeedsLimits(endpoint: string): RateLimitError {
+  return new RateLimitError(
+    'invalid_argument',
+    `ratecard: reset needs the limits the requests carried for ${describeValue(endpoint)}, which no endpoint rule matches: only they name its buckets; pass { organization, endpoint, limits }`,
+  );
 }
 
 function notARequest(request: unknown): RateLimitError {
@@ -369,12 +386,14 @@ class TokenBucketLimiter implements Limiter {
     this.checkOpen();
     checkName(bucket?.organization, 'organization');
     checkName(bucket?.endpoint, 'endpoint');
-    const rule = this.endpointRules.forEndpoint(bucket.endpoint);
-    const key = rule?.key ?? (bucket.limits !== undefined ? EVERY_REQUEST.key : bucket.endpoint);
-    const limits =
+    const rule = this.endpointRules.forEndpoint(bucket.endpoint) ?? EVERY_REQUEST;
+    if (rule === EVERY_REQUEST && bucket.limits === undefined) throw resetNeedsLimits(bucket.endpoint);
+    const key = rule.key;
+    const given =
       bucket.limits !== undefined
         ? limitList(bucket.limits, 'limits', 'invalid_argument')
         : this.plans.everyLimit(rule);
+    const limits = bucketLimits(rule, given);
     // The fallback is not raced against the budget (nor is it under the failure policy), so it is not told one.
     if (this.fallback !== undefined) await this.fallback.reset(bucket.organization, key, limits);
     try {

@@ -310,6 +310,35 @@ describe('Limiter.reset', () => {
     expect(limitStates(await limiter.consume(ask)).map((state) => state.remaining)).toEqual([3, 99]);
   });
 
+  it('refuses, forgetting nothing, a reset without limits of an endpoint no rule matches', async () => {
+    const { store, fallback, limiter } = make();
+    const search = { organization: 'o', endpoint: 'GET /search?q=1', limits: perSecond(1) };
+    await limiter.consume(search);
+    const calls = store.calls;
+    const error = await limiter.reset({ organization: 'o', endpoint: 'GET /search' }).catch((caught) => caught);
+    expect(error).toMatchObject({
+      code: 'invalid_argument',
+      message:
+        'ratecard: reset needs the limits the requests carried for "GET /search" (11 characters), which no endpoint rule matches: only they name its buckets; pass { organization, endpoint, limits }',
+    });
+    expect(store.calls).toBe(calls);
+    expect(fallback.calls).toBe(0);
+    expect((await limiter.consume(search)).allowed).toBe(false);
+  });
+
+  it('reaches, with the limits given, the buckets requests carrying them were charged in where no rule matches', async () => {
+    const { limiter } = make();
+    const perIp = perSecond(1);
+    const other = perMinute(1, { name: 'other' });
+    await limiter.consume({ organization: 'o', endpoint: 'GET /search?q=1', limits: [perIp, other] });
+    await limiter.consume({ organization: 'o', endpoint: 'POST /items/42', limits: perIp });
+    await limiter.reset({ organization: 'o', endpoint: 'GET /search', limits: perIp });
+    const after = await limiter.consume({ organization: 'o', endpoint: 'DELETE /items/7', limits: perIp });
+    expect(after).toMatchObject({ allowed: true, remaining: 0 });
+    // The limit not given keeps its count.
+    expect((await limiter.consume({ organization: 'o', endpoint: 'GET /search', limits: other })).allowed).toBe(false);
+  });
+
   it('forgets only the buckets of the limits given', async () => {
     const { limiter } = make({ plans: { pro } });
     await limiter.consume({ ...ask, cost: 4 });
