@@ -95,7 +95,12 @@ const LIMITER_OPTIONS = {
 export interface Limiter {
   /** Takes `cost` tokens (default 1) from each of the request's buckets, or from none, and says whether it may go on. */
   consume(request: LimitRequest): Promise<Decision>;
-  /** The decision consume would give, charging nothing. */
+  /**
+   * The decision consume would give now, charging nothing. Its figures are those after the charge consume would make:
+   * `remaining` is what would be left, not what the bucket holds (a full bucket of 10 reports 9 for a cost of 1).
+   * What a bucket holds now, in whole tokens, is `remaining + cost` when the decision is not `limited`; when it is,
+   * `limitStates(decision)` gives each limit's (`remaining` there is what a bucket holds when nothing was charged).
+   */
   peek(request: LimitRequest): Promise<Decision>;
   /**
    * Makes the buckets full again. It waits `storeTimeoutMs` at most, as a decision does, and the store is told so: a

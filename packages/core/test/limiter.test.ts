@@ -6,6 +6,7 @@ import {
   type Limiter,
   type LimiterOptions,
   type LimitRequest,
+  limitStates,
   perHour,
   perSecond,
   RateLimitError,
@@ -75,6 +76,21 @@ describe('createLimiter', () => {
     await limiter.consume({ ...developer, endpoint: 'PUT /browser-pools/a' });
     const decision = await limiter.consume({ ...developer, endpoint: 'PUT /browser_pools/b' });
     expect(decision).toMatchObject({ mode: 'shadow', rule: 'PUT /browser-pools/:id', remaining: 8 });
+  });
+
+  it("peeks the decision consume would give: remaining is what the charge would leave, the bucket's count less cost", async () => {
+    const { limiter } = make();
+    const peek = () => limiter.peek(developer);
+    expect(await peek()).toMatchObject({ allowed: true, limited: false, remaining: 9 });
+    expect(await limiter.peek({ ...developer, cost: 4 })).toMatchObject({ allowed: true, remaining: 6 });
+    for (let i = 0; i < 9; i++) await limiter.consume(developer);
+    // One token left: consume would take it and leave none.
+    expect(await peek()).toMatchObject({ allowed: true, limited: false, remaining: 0 });
+    const refused = await limiter.peek({ ...developer, cost: 2 });
+    expect(refused).toMatchObject({ allowed: false, limited: true, remaining: 0 });
+    expect(limitStates(refused).map((state) => state.remaining)).toEqual([1]);
+    await limiter.consume(developer);
+    expect(await peek()).toMatchObject({ allowed: false, remaining: 0, retryAfter: 6 });
   });
 
   it('replaces the default rules when endpoints are given', async () => {
