@@ -10,7 +10,7 @@ import { describeValue, RateLimitError } from './errors.js';
  * LimiterOptions, true>`, kept next to the type, so that TypeScript refuses a list that has drifted from it.
  *
  * With `code` `'invalid_argument'` it checks a per-call argument instead (a request, an identity), and its message
- * says "key" for "option": `ratecard: consume's request has an unknown key "limit"; did you mean "limits"? It takes
+ * says "key" for "option": `ratecard: the request has an unknown key "limit"; did you mean "limits"? It takes
  * …`. It enumerates the keys and allocates, so a decision path calls it only once a cheaper check has found an
  * unknown key, for the message.
  */
