@@ -177,7 +177,8 @@ function tooLong(value: string): boolean {
 // store took 128 to 158 ns in 16 fresh processes, against 140 to 184 ns before (a scratch A/B; `pnpm bench`'s
 // figures are in docs/benchmarks.md). `decide` itself must stay under V8's limit for one inlined function (460 bytes
 // of bytecode, Node 20): at 483 it was no longer compiled into `consume`, and an awaited consume on the memory store
-// allocated 786 bytes instead of 482 (the request's checks moved into checkRequest brought it to 447).
+// allocated 786 bytes instead of 482 (the request's checks moved into checkRequest brought it to 447; the rule lookup
+// moved into ruleOf, with bucketLimits added, leaves it at 439).
 
 function checkName(value: unknown, field: 'organization' | 'endpoint'): void {
   // The cheap UTF-16 length first: tooLong, called only for a long name, is never compiled into the decision path.
