@@ -1,5 +1,5 @@
 import { describeValue, RateLimitError } from './errors.js';
-import { isLimit, type Limit, type Limits, limitList } from './limits.js';
+import { configuredLimits, isLimit, type Limit, type Limits } from './limits.js';
 
 /** `'enforce'`: a limited request is refused (429); `'shadow'`: it is counted and reported, never refused. */
 export type EndpointMode = 'enforce' | 'shadow';
@@ -95,7 +95,7 @@ function readSpec(
   if (isLimit(spec) || Array.isArray(spec)) {
     return {
       mode: 'enforce',
-      limits: limitList(spec, `endpoint rule ${key}`, 'invalid_option'),
+      limits: configuredLimits(spec, `endpoint rule ${key}`),
       planLimits: undefined,
     };
   }
@@ -110,7 +110,7 @@ function readSpec(
   }
   if (limits === undefined) return { mode, limits: undefined, planLimits: undefined };
   if (isLimit(limits) || Array.isArray(limits)) {
-    return { mode, limits: limitList(limits, `endpoint rule ${key}`, 'invalid_option'), planLimits: undefined };
+    return { mode, limits: configuredLimits(limits, `endpoint rule ${key}`), planLimits: undefined };
   }
   if (typeof limits !== 'object' || limits === null) {
     throw badRule(
@@ -125,7 +125,7 @@ function readSpec(
         `ratecard: endpoint rule ${key} names plan ${describeValue(plan)}; the plans are ${[...plans].join(', ')}`,
       );
     }
-    planLimits.set(plan, limitList(value, `endpoint rule ${key} for plan ${plan}`, 'invalid_option'));
+    planLimits.set(plan, configuredLimits(value, `endpoint rule ${key} for plan ${plan}`));
   }
   return { mode, limits: undefined, planLimits };
 }

@@ -3,7 +3,7 @@ import { DeadlineQueue } from './deadlines.js';
 import { type Decision, type DecisionSource, decide, decideWithoutStore } from './decision.js';
 import { DEFAULT_ENDPOINTS, type EndpointRule, EndpointRules, type EndpointSpec, EVERY_ENDPOINT } from './endpoints.js';
 import { describeValue, RateLimitError } from './errors.js';
-import { type Limit, type Limits, limitList } from './limits.js';
+import { type Limit, type Limits, limitList, limitsByShape } from './limits.js';
 import { checkOptionKeys } from './options.js';
 import { type Identity, PlanBook, type Plans } from './plans.js';
 import { QUEUE_WAIT_FACTOR, type Store } from './store.js';
@@ -12,7 +12,9 @@ import { QUEUE_WAIT_FACTOR, type Store } from './store.js';
 export interface LimitRequest extends Identity {
   /**
    * The request's own limits, one or several (all must admit it): they win over the endpoint rule's, `override` and
-   * `plan`. A request carrying limits is limited even where no endpoint rule matches: then under the rule `ALL /*`.
+   * `plan`, and are enforced wherever they are given: on a shadow rule too (`decision.mode` is 'enforce'), and where
+   * no endpoint rule matches, under the rule `ALL /*`, one bucket per organization and limit, a limit known there by
+   * its name and numbers, never by the path (docs/algorithm.md, "A request's own limits where no rule matches").
    */
   limits?: Limits;
   /**
@@ -24,15 +26,35 @@ export interface LimitRequest extends Identity {
   cost?: number;
 }
 
+/** Every key of LimitRequest: consume and peek refuse any other (checkRequestKeys). */
+const LIMIT_REQUEST = {
+  organization: true,
+  endpoint: true,
+  plan: true,
+  trial: true,
+  override: true,
+  limits: true,
+  cost: true,
+} satisfies Record<keyof LimitRequest, true>;
+
 /** Which buckets `limiter.reset` makes full again. */
 export interface BucketRef {
   /** Whose buckets: the organization (or user, key, IP) the requests named. */
   organization: string;
   /** A rule key or a concrete `'<METHOD> <path>'`, as a request's `endpoint` gives it. */
   endpoint: string;
-  /** The limits whose buckets to reset; default every limit the endpoint's rule, the plans and overrides use. */
+  /**
+   * The limits whose buckets to reset; default every limit the endpoint's rule, the plans and overrides use (a limit
+   * a request carried of its own under another name is reset only when given here). Needed for an endpoint no rule
+   * matches, whose buckets are those of the limits requests carried: reset reaches the bucket of each limit given,
+   * which every request carrying it was charged in, whatever its path; without limits it rejects with
+   * `invalid_argument`.
+   */
   limits?: Limits;
 }
+
+/** Every key of BucketRef: reset refuses any other. */
+const BUCKET_REF = { organization: true, endpoint: true, limits: true } satisfies Record<keyof BucketRef, true>;
 
 /**
  * What a decision does when the store fails or runs over `storeTimeoutMs`: `'fallback'` asks the fallback store,
@@ -92,7 +114,12 @@ const LIMITER_OPTIONS = {
 export interface Limiter {
   /** Takes `cost` tokens (default 1) from each of the request's buckets, or from none, and says whether it may go on. */
   consume(request: LimitRequest): Promise<Decision>;
-  /** The decision consume would give, charging nothing. */
+  /**
+   * The decision consume would give now, charging nothing. Its figures are those after the charge consume would make:
+   * `remaining` is what would be left, not what the bucket holds (a full bucket of 10 reports 9 for a cost of 1).
+   * What a bucket holds now, in whole tokens, is `remaining + cost` when the decision is not `limited`; when it is,
+   * `limitStates(decision)` gives each limit's (`remaining` there is what a bucket holds when nothing was charged).
+   */
   peek(request: LimitRequest): Promise<Decision>;
   /**
    * Makes the buckets full again. It waits `storeTimeoutMs` at most, as a decision does, and the store is told so: a
@@ -138,6 +165,18 @@ const UNLIMITED: Decision = Object.freeze({
 /** The rule of a request that carries its own limits where no endpoint rule matches. */
 const EVERY_REQUEST: EndpointRule = new EndpointRules(EVERY_ENDPOINT, new Set()).rules[0] as EndpointRule;
 
+/**
+ * The limits a request's buckets are kept by in the store: its limits, by name, under the rule's key, except where no
+ * rule matches. There the limiter's rule `ALL /*` stands for every endpoint a request with limits of its own may name,
+ * and names would mix limits meant for different endpoints (`perMinute(30)` on one, `perMinute(2)` on another, each
+ * named '1m', made one bucket converted to each shape in turn), so each limit is kept by its name and numbers
+ * (limitsByShape): one bucket per organization and limit, shared by every path the same limit is given on (a per-IP
+ * limit on every route), whatever the paths are, so ids or query strings in them make no buckets.
+ */
+function bucketLimits(rule: EndpointRule, limits: readonly Limit[]): readonly Limit[] {
+  return rule === EVERY_REQUEST ? limitsByShape(limits) : limits;
+}
+
 /** Length in characters (code points) over the bound, for a value whose UTF-16 length is. */
 function tooLong(value: string): boolean {
   let count = 0;
@@ -151,7 +190,8 @@ function tooLong(value: string): boolean {
 // store took 128 to 158 ns in 16 fresh processes, against 140 to 184 ns before (a scratch A/B; `pnpm bench`'s
 // figures are in docs/benchmarks.md). `decide` itself must stay under V8's limit for one inlined function (460 bytes
 // of bytecode, Node 20): at 483 it was no longer compiled into `consume`, and an awaited consume on the memory store
-// allocated 786 bytes instead of 482 (the request's checks moved into checkRequest brought it to 447).
+// allocated 786 bytes instead of 482 (the request's checks moved into checkRequest brought it to 447; the rule lookup
+// moved into ruleOf, with bucketLimits added, leaves it at 439).
 
 function checkName(value: unknown, field: 'organization' | 'endpoint'): void {
   // The cheap UTF-16 length first: tooLong, called only for a long name, is never compiled into the decision path.
@@ -191,12 +231,54 @@ function costOverLimit(cost: number, limit: Limit): RateLimitError {
   );
 }
 
-/** The request is an object with valid names (its limits, plan and cost are checked as they are resolved). */
+/**
+ * The request is an object with valid names and no key a LimitRequest lacks (its limits, plan and cost are checked
+ * as they are resolved).
+ */
 function checkRequest(request: unknown): void {
   if (typeof request !== 'object' || request === null) throw notARequest(request);
   const { organization, endpoint } = request as LimitRequest;
   checkName(organization, 'organization');
   checkName(endpoint, 'endpoint');
+  checkRequestKeys(request);
+}
+
+/**
+ * Refuses a request with a key of its own that a LimitRequest lacks, even one set to undefined, as factories refuse
+ * an unknown option: `limit` for `limits` or `plans` for `plan` would be ignored without a word, and the request decided
+ * without it (unlimited where no rule matches). Checked on every call, as a request object is made per call: a for-in
+ * over its keys with a switch on known names, the message (checkOptionKeys: the key most likely meant, every key
+ * taken) built only for an unknown one. The loop over a three-key request took about 11 ns in a scratch loop (Node
+ * 20); in a scratch A/B of an awaited consume on the memory store (best of 12 runs each, on a shared 2-core machine)
+ * the change was within the noise: 247 ns before and 223 after for a plan request, 651 and 686 for one carrying a
+ * limit of its own. A key the request inherits is not its own and is let be.
+ */
+function checkRequestKeys(request: object): void {
+  for (const key in request) {
+    switch (key) {
+      case 'organization':
+      case 'endpoint':
+      case 'plan':
+      case 'trial':
+      case 'override':
+      case 'limits':
+      case 'cost':
+        continue;
+      default:
+        if (Object.hasOwn(request, key)) checkOptionKeys(request, LIMIT_REQUEST, 'the request', 'invalid_argument');
+    }
+  }
+}
+
+/**
+ * A reset of an endpoint no rule matches names no bucket without limits: the only buckets there are those of the
+ * limits requests carried, kept by the limits' names and numbers (bucketLimits), which only the caller knows.
+ */
+function resetNeedsLimits(endpoint: string): RateLimitError {
+  return new RateLimitError(
+    'invalid_argument',
+    `ratecard: reset needs the limits the requests carried for ${describeValue(endpoint)}, which no endpoint rule matches: only they name its buckets; pass { organization, endpoint, limits }`,
+  );
 }
 
 function notARequest(request: unknown): RateLimitError {
@@ -258,6 +340,8 @@ class TokenBucketLimiter implements Limiter {
   private readonly store: Store;
   private readonly plans: PlanBook;
   private readonly endpointRules: EndpointRules;
+  /** Each shadow rule's twin in mode 'enforce': the rule of a request carrying its own limits there (ruleOf). */
+  private readonly enforcedRules = new Map<EndpointRule, EndpointRule>();
   private readonly onDecision: LimiterOptions['onDecision'];
   private readonly policy: StoreErrorPolicy;
   private readonly fallback: Store | undefined;
@@ -304,6 +388,9 @@ class TokenBucketLimiter implements Limiter {
       options.endpoints ?? (ownPlans ? EVERY_ENDPOINT : DEFAULT_ENDPOINTS),
       this.plans.names,
     );
+    for (const rule of this.endpointRules.rules) {
+      if (rule.mode === 'shadow') this.enforcedRules.set(rule, Object.freeze({ ...rule, mode: 'enforce' }));
+    }
     if (this.endpointRules.rules.length === 0) {
       globalThis.process?.emitWarning?.(
         'ratecard: createLimiter was given no endpoint rules, so it limits only requests that carry their own limits',
@@ -378,12 +465,15 @@ class TokenBucketLimiter implements Limiter {
     this.checkOpen();
     checkName(bucket?.organization, 'organization');
     checkName(bucket?.endpoint, 'endpoint');
-    const rule = this.endpointRules.forEndpoint(bucket.endpoint);
-    const key = rule?.key ?? (bucket.limits !== undefined ? EVERY_REQUEST.key : bucket.endpoint);
-    const limits =
+    checkOptionKeys(bucket, BUCKET_REF, 'the bucket given to reset', 'invalid_argument');
+    const rule = this.endpointRules.forEndpoint(bucket.endpoint) ?? EVERY_REQUEST;
+    if (rule === EVERY_REQUEST && bucket.limits === undefined) throw resetNeedsLimits(bucket.endpoint);
+    const key = rule.key;
+    const given =
       bucket.limits !== undefined
         ? limitList(bucket.limits, 'limits', 'invalid_argument')
         : this.plans.everyLimit(rule);
+    const limits = bucketLimits(rule, given);
     // The fallback is not raced against the budget (nor is it under the failure policy), so it is not told one.
     if (this.fallback !== undefined) await this.fallback.reset(bucket.organization, key, limits);
     try {
@@ -413,18 +503,19 @@ class TokenBucketLimiter implements Limiter {
     checkRequest(request);
     const { organization, endpoint } = request;
     const own = request.limits;
-    const rule = this.endpointRules.forEndpoint(endpoint) ?? (own === undefined ? undefined : EVERY_REQUEST);
+    const rule = this.ruleOf(endpoint, own);
     // Validated even for an unlimited endpoint, so that a caller's bug shows wherever it is.
     const limits = own === undefined ? this.plans.limitsFor(request, rule) : this.plans.ownLimits(request, own);
     const cost = checkCost(request.cost, limits);
     if (rule === undefined) return this.report(UNLIMITED, request);
+    const buckets = bucketLimits(rule, limits);
     let outcomes: Outcome[];
     try {
       // The budget goes to the store too, so that it drops a queued call before the policy below answers it.
       const consuming = operation === 'consume';
       const answer = consuming
-        ? this.store.consume(organization, rule.key, limits, cost, this.deadlines.budgetMs)
-        : this.store.peek(organization, rule.key, limits, cost);
+        ? this.store.consume(organization, rule.key, buckets, cost, this.deadlines.budgetMs)
+        : this.store.peek(organization, rule.key, buckets, cost);
       outcomes = Array.isArray(answer)
         ? answer
         : await (consuming ? this.consumeDeadlines : this.deadlines).race(answer);
@@ -433,6 +524,19 @@ class TokenBucketLimiter implements Limiter {
     }
     if (this.outage !== undefined) this.storeAnswered();
     return this.report(decide(outcomes, rule, limits, cost, 'store'), request);
+  }
+
+  /**
+   * The rule a request is decided under: the endpoint's, or undefined for an unlimited endpoint. A request that carries
+   * its own limits is limited wherever it goes: where no rule matches, under EVERY_REQUEST; on a shadow rule, under the
+   * rule's enforced twin, because a shadow rule says how the plan's limits are rolled out, and limits the caller gives
+   * for one request are meant to hold (the spec's shadow rules stay shadow for every request without limits of its own).
+   */
+  private ruleOf(endpoint: string, own: Limits | undefined): EndpointRule | undefined {
+    const rule = this.endpointRules.forEndpoint(endpoint);
+    if (own === undefined) return rule;
+    if (rule === undefined) return EVERY_REQUEST;
+    return rule.mode === 'enforce' ? rule : (this.enforcedRules.get(rule) as EndpointRule);
   }
 
   /** The failure policy's decision, once the store failed or ran over budget (decide's one catch). */
@@ -455,10 +559,11 @@ class TokenBucketLimiter implements Limiter {
       throw failedCall(failure, this.ownTimeouts.includes(error as RateLimitError) ? undefined : error);
     }
     const { organization } = request;
+    const buckets = bucketLimits(rule, limits);
     const outcomes =
       operation === 'consume'
-        ? await fallback.consume(organization, rule.key, limits, cost)
-        : await fallback.peek(organization, rule.key, limits, cost);
+        ? await fallback.consume(organization, rule.key, buckets, cost)
+        : await fallback.peek(organization, rule.key, buckets, cost);
     return this.report(decide(outcomes, rule, limits, cost, 'fallback'), request);
   }
 

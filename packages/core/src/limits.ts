@@ -162,6 +162,13 @@ export function perDay(n: number, options?: PeriodOptions): Limit {
  * A list of limits checked for one request: each made by tokenBucket or a per-period helper, at least one, at most
  * MAX_LIMITS_PER_REQUEST, names distinct. `code` says whose mistake it is: a caller's per request, a configuration's
  * at construction. A single limit comes back as its one-element list, with no allocation.
+ *
+ * An array comes back as a copy, read once, element by element, and checked: nothing after this reads the caller's
+ * array, which the caller may change the moment the call returns (an application reusing one array per request)
+ * while a store still holds the list (the Redis store reads it when it flushes its batch, a tick later). A frozen
+ * array is copied too: one whose elements are getters answers differently each time it is read. The copy is the
+ * call's own, so it is not frozen: copying two limits took about 20 ns in a scratch loop (Node 22), freezing the copy
+ * 30 more. A list kept for many calls is frozen (configuredLimits).
  */
 export function limitList(value: unknown, what: string, code: 'invalid_argument' | 'invalid_option'): readonly Limit[] {
   if (!Array.isArray(value)) {
@@ -176,19 +183,57 @@ export function limitList(value: unknown, what: string, code: 'invalid_argument'
       `ratecard: ${what} must hold 1 to ${MAX_LIMITS_PER_REQUEST} limits, got ${n === 0 ? 'none' : n}`,
     );
   }
+  const list: Limit[] = [];
   for (let i = 0; i < n; i++) {
     const limit = value[i] as Limit;
     if (!made.has(limit) && !adopted(limit)) throw notALimit(limit, what, code);
     for (let j = 0; j < i; j++) {
-      if ((value[j] as Limit).name === limit.name) {
+      if ((list[j] as Limit).name === limit.name) {
         throw new RateLimitError(
           code,
           `ratecard: ${what} has two limits named ${JSON.stringify(limit.name)}; give one a name of its own ({ name })`,
         );
       }
     }
+    list.push(limit);
   }
-  return value as readonly Limit[];
+  return list;
+}
+
+/**
+ * A configuration's list of limits (a plan's, an endpoint rule's), checked as limitList checks a request's and frozen:
+ * it is handed to every decision that applies it, as `decision.limits`.
+ */
+export function configuredLimits(value: unknown, what: string): readonly Limit[] {
+  return Object.freeze(limitList(value, what, 'invalid_option'));
+}
+
+/** Each limit as a one-element list under its shaped name (limitsByShape), made the first time it is asked for. */
+const shapedAlone = new WeakMap<Limit, readonly Limit[]>();
+
+/**
+ * The limits as a store keeps them where no endpoint rule names a request's buckets (the limiter's rule `ALL /*` for a
+ * request carrying its own limits): each under a name that carries its numbers too, `<name>.<capacity>.<refill>.
+ * <intervalMs>` (`perMinute(30)` is `1m.30.30.60000`), so that one bucket is kept per organization and limit, and a
+ * request's limits never turn another request's bucket of the same name into their own shape. The name is at most
+ * 104 characters of `A-Z a-z 0-9 . _ -`, and no two limits share one: the last three dot-separated parts are the
+ * numbers, whatever dots the name has. One limit allocates nothing once its list is made; several allocate a list.
+ */
+export function limitsByShape(limits: readonly Limit[]): readonly Limit[] {
+  if (limits.length === 1) return shapedList(limits[0] as Limit);
+  const list: Limit[] = [];
+  for (let i = 0; i < limits.length; i++) list.push(shapedList(limits[i] as Limit)[0] as Limit);
+  return list;
+}
+
+function shapedList(limit: Limit): readonly Limit[] {
+  let list = shapedAlone.get(limit);
+  if (list === undefined) {
+    const name = `${limit.name}.${limit.capacity}.${limit.refill}.${limit.intervalMs}`;
+    list = Object.freeze([Object.freeze({ ...limit, name })]);
+    shapedAlone.set(limit, list);
+  }
+  return list;
 }
 
 function notALimit(value: unknown, what: string, code: 'invalid_argument' | 'invalid_option'): RateLimitError {

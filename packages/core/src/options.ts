@@ -8,26 +8,37 @@ import { describeValue, RateLimitError } from './errors.js';
  *
  * `accepted` is a record of every key of the options type, `{ store: true, ... } satisfies Record<keyof
  * LimiterOptions, true>`, kept next to the type, so that TypeScript refuses a list that has drifted from it.
+ *
+ * With `code` `'invalid_argument'` it checks a per-call argument instead (a request, an identity), and its message
+ * says "key" for "option": `ratecard: the request has an unknown key "limit"; did you mean "limits"? It takes
+ * …`. It enumerates the keys and allocates, so a decision path calls it only once a cheaper check has found an
+ * unknown key, for the message.
  */
-export function checkOptionKeys(options: object, accepted: Readonly<Record<string, true>>, what: string): void {
+export function checkOptionKeys(
+  options: object,
+  accepted: Readonly<Record<string, true>>,
+  what: string,
+  code: 'invalid_option' | 'invalid_argument' = 'invalid_option',
+): void {
   const unknown = Object.keys(options).filter((key) => !Object.hasOwn(accepted, key));
   if (unknown.length === 0) return;
   const names = Object.keys(accepted);
   const takes = `takes ${names.join(', ')}`;
+  const [got, noun] = code === 'invalid_option' ? ['got', 'option'] : ['has', 'key'];
   let message: string;
   if (unknown.length === 1) {
     const key = unknown[0] as string;
     const meant = closest(key, names);
     const hint = meant === undefined ? `it ${takes}` : `did you mean ${JSON.stringify(meant)}? It ${takes}`;
-    message = `${what} got an unknown option ${quoted(key)}; ${hint}`;
+    message = `${what} ${got} an unknown ${noun} ${quoted(key)}; ${hint}`;
   } else {
     const listed = unknown.map((key) => {
       const meant = closest(key, names);
       return meant === undefined ? quoted(key) : `${quoted(key)} (did you mean ${JSON.stringify(meant)}?)`;
     });
-    message = `${what} got unknown options ${listed.join(', ')}; it ${takes}`;
+    message = `${what} ${got} unknown ${noun}s ${listed.join(', ')}; it ${takes}`;
   }
-  throw new RateLimitError('invalid_option', `ratecard: ${message}`);
+  throw new RateLimitError(code, `ratecard: ${message}`);
 }
 
 /** A key as the message shows it: quoted, or cut short by describeValue when it is long. */

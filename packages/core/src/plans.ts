@@ -1,6 +1,6 @@
 import type { EndpointRule } from './endpoints.js';
 import { describeValue, RateLimitError } from './errors.js';
-import { type Limit, type Limits, limitList, perMinute } from './limits.js';
+import { configuredLimits, type Limit, type Limits, limitList, perMinute } from './limits.js';
 
 /** Requests per minute of each plan, as the spec's rate-limit table gives them. */
 export const PLANS: {
@@ -134,7 +134,7 @@ export class PlanBook {
       );
     }
     for (const [name, limits] of Object.entries(plans ?? SPEC_PLANS)) {
-      this.byName.set(name, limitList(limits, `plan ${name}`, 'invalid_option'));
+      this.byName.set(name, configuredLimits(limits, `plan ${name}`));
     }
     if (this.byName.size === 0)
       throw new RateLimitError('invalid_option', 'ratecard: plans must name at least one plan');
@@ -230,7 +230,7 @@ export class PlanBook {
     if (!Number.isSafeInteger(override) || (override as number) < 1 || (override as number) > MAX_LIMIT) {
       throw badOverride(override);
     }
-    const limits = [perMinute(override as number)];
+    const limits = Object.freeze([perMinute(override as number)]);
     if (this.overrides.size < MAX_REMEMBERED_OVERRIDES) this.overrides.set(override as number, limits);
     return limits;
   }

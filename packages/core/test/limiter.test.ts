@@ -6,6 +6,7 @@ import {
   type Limiter,
   type LimiterOptions,
   type LimitRequest,
+  limitStates,
   perHour,
   perSecond,
   RateLimitError,
@@ -77,6 +78,21 @@ describe('createLimiter', () => {
     expect(decision).toMatchObject({ mode: 'shadow', rule: 'PUT /browser-pools/:id', remaining: 8 });
   });
 
+  it("peeks the decision consume would give: remaining is what the charge would leave, the bucket's count less cost", async () => {
+    const { limiter } = make();
+    const peek = () => limiter.peek(developer);
+    expect(await peek()).toMatchObject({ allowed: true, limited: false, remaining: 9 });
+    expect(await limiter.peek({ ...developer, cost: 4 })).toMatchObject({ allowed: true, remaining: 6 });
+    for (let i = 0; i < 9; i++) await limiter.consume(developer);
+    // One token left: consume would take it and leave none.
+    expect(await peek()).toMatchObject({ allowed: true, limited: false, remaining: 0 });
+    const refused = await limiter.peek({ ...developer, cost: 2 });
+    expect(refused).toMatchObject({ allowed: false, limited: true, remaining: 0 });
+    expect(limitStates(refused).map((state) => state.remaining)).toEqual([1]);
+    await limiter.consume(developer);
+    expect(await peek()).toMatchObject({ allowed: false, remaining: 0, retryAfter: 6 });
+  });
+
   it('replaces the default rules when endpoints are given', async () => {
     const { limiter } = make({ endpoints: { 'POST /invocations': 'enforce' } });
     expect((await limiter.consume(developer)).mode).toBe('unlimited');
@@ -120,6 +136,8 @@ describe('createLimiter', () => {
       ['two limits of one name', { limits: [perSecond(5), perSecond(50)] }, 'invalid_argument'],
       ['a cost above one of its limits', { limits: [perSecond(10), perHour(5)], cost: 6 }, 'cost_exceeds_limit'],
       ['an unknown plan beside its own limits', { plan: 'gold', limits: perSecond(1) }, 'unknown_plan'],
+      ['a key a request lacks', { limit: perSecond(1) } as Partial<LimitRequest>, 'invalid_argument'],
+      ['a key a request lacks, set to undefined', { plans: undefined } as Partial<LimitRequest>, 'invalid_argument'],
     ];
     it.each(cases)('%s', async (_label, change, code) => {
       const { store, limiter } = make();
@@ -128,6 +146,49 @@ describe('createLimiter', () => {
       expect((await rejection(limiter.peek(request))).code).toBe(code);
       expect(store.calls).toBe(0);
     });
+  });
+
+  it('refuses a key a request lacks, naming the key it most likely meant, where it would have gone unlimited', async () => {
+    const { store, limiter } = make();
+    const takes = 'It takes organization, endpoint, plan, trial, override, limits, cost';
+    const typo = { organization: '10.0.0.1', endpoint: 'POST /api/upload', limit: perSecond(1) } as LimitRequest;
+    const error = await rejection(limiter.consume(typo));
+    expect(error.code).toBe('invalid_argument');
+    expect(error.message).toBe(`ratecard: the request has an unknown key "limit"; did you mean "limits"? ${takes}`);
+    const two = { ...developer, Cost: 2, priority: 'high' } as LimitRequest;
+    expect((await rejection(limiter.peek(two))).message).toBe(
+      'ratecard: the request has unknown keys "Cost" (did you mean "cost"?), "priority"; it takes organization, endpoint, plan, trial, override, limits, cost',
+    );
+    expect(store.calls).toBe(0);
+  });
+
+  it('takes every key of LimitRequest, and keys a request inherits', async () => {
+    const { limiter } = make({ plans: { free: perSecond(2) }, trialPlan: 'free' });
+    const every: Required<LimitRequest> = {
+      organization: 'org_a',
+      endpoint: 'POST /x',
+      plan: 'free',
+      trial: false,
+      override: 5,
+      limits: perSecond(3),
+      cost: 1,
+    };
+    expect(await limiter.consume(every)).toMatchObject({ allowed: true, limit: 3 });
+    const inheriting = Object.assign(Object.create({ plan: 'free', note: 'from a prototype' }), developer, {
+      plan: 'free',
+    }) as LimitRequest;
+    expect(await limiter.consume(inheriting)).toMatchObject({ allowed: true, limit: 2 });
+  });
+
+  it('refuses a key a reset lacks, rather than resetting every limit of the endpoint', async () => {
+    const { store, limiter } = make();
+    const bucket = { organization: 'org_a', endpoint: 'POST /browsers', limit: SPEC_PLANS.developer };
+    const error = await rejection(limiter.reset(bucket as Parameters<Limiter['reset']>[0]));
+    expect(error.code).toBe('invalid_argument');
+    expect(error.message).toBe(
+      'ratecard: the bucket given to reset has an unknown key "limit"; did you mean "limits"? It takes organization, endpoint, limits',
+    );
+    expect(store.calls).toBe(0);
   });
 
   it('accepts 256 characters, counted as characters rather than UTF-16 units', async () => {

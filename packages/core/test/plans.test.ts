@@ -109,6 +109,21 @@ describe('own plans', () => {
     expect((await limiter.consume(ask('free', { endpoint: 'GET /anything/else' }))).rule).toBe('ALL /*');
   });
 
+  it('are read when the limiter is made: changing the arrays given afterwards changes no plan or rule', async () => {
+    const gold = [perMinute(2)];
+    const rule = [perMinute(1, { name: 'export' })];
+    const { limiter } = make({ plans: { gold }, endpoints: { 'ALL /*': 'enforce', 'POST /export': rule } });
+    gold[0] = perMinute(1_000);
+    rule[0] = perMinute(1_000, { name: 'export' });
+    const uploads = [];
+    for (let i = 0; i < 3; i++) uploads.push((await limiter.consume(ask('gold'))).allowed);
+    expect(uploads).toEqual([true, true, false]);
+    const exportAsk = ask('gold', { endpoint: 'POST /export' });
+    const exports = [];
+    for (let i = 0; i < 2; i++) exports.push((await limiter.consume(exportAsk)).allowed);
+    expect(exports).toEqual([true, false]);
+  });
+
   it('give a plan of several limits all of them', async () => {
     const { limiter } = make();
     const decision = await limiter.consume(ask('pro'));

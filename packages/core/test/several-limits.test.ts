@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   createLimiter,
+  type Limit,
   type Limiter,
   type LimiterOptions,
   type LimitRequest,
@@ -20,9 +21,10 @@ afterEach(async () => {
 
 function make(options: Partial<LimiterOptions> = {}) {
   const store = new ScriptedStore();
-  const limiter = createLimiter({ store, fallback: new ScriptedStore(), ...options });
+  const fallback = new ScriptedStore();
+  const limiter = createLimiter({ store, fallback, log: () => {}, ...options });
   limiters.push(limiter);
-  return { store, limiter };
+  return { store, fallback, limiter };
 }
 
 const perSecond10 = perSecond(10); // a token is 100 units
@@ -148,7 +150,7 @@ describe("a request's own limits", () => {
     expect(store.keys).toEqual(['POST /export 1s']);
   });
 
-  it("are limited where no rule matches, under the rule 'ALL /*'", async () => {
+  it("are limited where no rule matches, under the rule 'ALL /*', each limit's bucket named by its numbers too", async () => {
     const { store, limiter } = make();
     const ask = request({ endpoint: 'GET /unruled', limits: perSecond(2) });
     const decisions = [await limiter.consume(ask), await limiter.consume(ask), await limiter.consume(ask)];
@@ -157,14 +159,104 @@ describe("a request's own limits", () => {
       [true, 'ALL /*'],
       [false, 'ALL /*'],
     ]);
-    expect(store.keys).toEqual(['ALL /* 1s', 'ALL /* 1s', 'ALL /* 1s']);
+    expect(store.keys).toEqual(['ALL /* 1s.2.2.1000', 'ALL /* 1s.2.2.1000', 'ALL /* 1s.2.2.1000']);
+    // The decision names the limit as it was given: headers and metrics show '1s'.
+    expect(decisions[0]?.limits).toEqual([perSecond(2)]);
   });
 
-  it('keep the mode of the rule they land on', async () => {
+  it('keep a bucket per limit where no rule matches: limits of one name for different endpoints never mix', async () => {
     const { limiter } = make();
+    const call = (endpoint: string, limits: Limit) => limiter.consume(request({ endpoint, limits }));
+    for (let i = 0; i < 30; i++) expect((await call('POST /search', perMinute(30))).allowed).toBe(true);
+    expect((await call('POST /search', perMinute(30))).allowed).toBe(false);
+    const exports = [];
+    for (let i = 0; i < 3; i++) exports.push((await call('POST /export', perMinute(2))).allowed);
+    expect(exports).toEqual([true, true, false]);
+    const items = [];
+    for (let i = 0; i < 5; i++) items.push(await call('GET /items', perMinute(100)));
+    expect(items.map((decision) => decision.allowed)).toEqual([true, true, true, true, true]);
+    expect(items[4]).toMatchObject({ limit: 100, remaining: 95 });
+    // The search bucket kept its shape and its count: still empty.
+    expect(await limiter.peek(request({ endpoint: 'POST /search', limits: perMinute(30) }))).toMatchObject({
+      allowed: false,
+      limit: 30,
+    });
+  });
+
+  it('share one bucket per limit across every path no rule matches, ids and query strings making none', async () => {
+    const { store, limiter } = make();
+    const perIp = perSecond(5, { burst: 10 });
+    const decisions = [];
+    for (let i = 0; i < 11; i++) {
+      const endpoint = `${i % 2 === 0 ? 'GET' : 'POST'} /items/${i}?q=${'x'.repeat(i)}`;
+      decisions.push(await limiter.consume(request({ organization: '10.0.0.1', endpoint, limits: perIp })));
+    }
+    expect(decisions.map((decision) => decision.allowed).lastIndexOf(true)).toBe(9);
+    expect(decisions[10]).toMatchObject({ allowed: false, retryAfter: 1 });
+    expect(new Set(store.keys)).toEqual(new Set(['ALL /* 1s.10.5.1000']));
+  });
+
+  it('give every limit of a list its own bucket by its numbers, and the fallback the same buckets', async () => {
+    const { store, fallback, limiter } = make();
+    const ask = request({ endpoint: 'GET /unruled', limits: [perSecond(2), perHour(5, { name: 'hourly' })] });
+    await limiter.consume(ask);
+    expect(store.keys).toEqual(['ALL /* 1s.2.2.1000', 'ALL /* hourly.5.5.3600000']);
+    store.behaviour = 'reject';
+    expect(await limiter.consume(ask)).toMatchObject({ source: 'fallback', allowed: true });
+    expect(fallback.keys).toEqual(['ALL /* 1s.2.2.1000', 'ALL /* hourly.5.5.3600000']);
+  });
+
+  it('are read once, when the call is made: an array the caller reuses or changes afterwards changes nothing', async () => {
+    const { store, limiter } = make();
+    const user = perSecond(1);
+    const reused: Limit[] = [user, perHour5];
+    // The store reads the limits a microtask later, as the Redis store does when it flushes its batch.
+    const pending = limiter.consume(request({ limits: reused }));
+    reused[0] = perMinute(600);
+    reused.length = 1;
+    const decision = await pending;
+    expect(store.lastLimits).toEqual([user, perHour5]);
+    expect(decision.limits).toEqual([user, perHour5]);
+    expect(decision.limits).not.toBe(reused);
+    // The user limit was charged: its one token is gone.
+    expect(await limiter.consume(request({ limits: user }))).toMatchObject({ allowed: false, limit: 1 });
+  });
+
+  it('never hand the store an object swapped in after the check, even from a frozen array', async () => {
+    const { store, limiter } = make();
+    const forged = { name: '1s', capacity: 1e300, refill: 1, intervalMs: 1, unitsPerToken: -1, unitsPerMs: 0 };
+    const checked = perSecond(1);
+    let reads = 0;
+    const sly: Limit[] = [];
+    Object.defineProperty(sly, 0, { enumerable: true, get: () => (++reads === 1 ? checked : forged) });
+    Object.freeze(sly);
+    const decision = await limiter.consume(request({ limits: sly }));
+    expect(reads).toBe(1);
+    expect(store.lastLimits).toEqual([checked]);
+    expect(decision).toMatchObject({ allowed: true, limits: [checked] });
+  });
+
+  it("are enforced on the spec's shadow rules, which stay shadow for a request without limits of its own", async () => {
+    const { limiter } = make();
+    for (const endpoint of ['POST /invocations', 'PUT /browser-pools/pool_1', 'POST /browser-pools']) {
+      const ask = request({ organization: endpoint, endpoint, limits: perSecond(1) });
+      expect(await limiter.consume(ask)).toMatchObject({ mode: 'enforce', allowed: true, limited: false });
+      expect(await limiter.consume(ask)).toMatchObject({ mode: 'enforce', allowed: false, limited: true });
+      const byPlan = request({ organization: `${endpoint} by plan`, endpoint, limits: undefined });
+      for (let i = 0; i < 10; i++) await limiter.consume(byPlan);
+      expect(await limiter.consume(byPlan)).toMatchObject({ mode: 'shadow', allowed: true, limited: true });
+    }
+  });
+
+  it('are enforced 30 times out of 30 past their limit on a shadow rule, as under the failure policy', async () => {
+    const { store, limiter } = make({ onStoreError: 'deny' });
     const ask = request({ endpoint: 'POST /invocations', limits: perSecond(1) });
     await limiter.consume(ask);
-    expect(await limiter.consume(ask)).toMatchObject({ mode: 'shadow', allowed: true, limited: true });
+    const refused = [];
+    for (let i = 0; i < 30; i++) refused.push(!(await limiter.consume(ask)).allowed);
+    expect(refused.filter(Boolean)).toHaveLength(30);
+    store.behaviour = 'reject';
+    expect(await limiter.consume(ask)).toMatchObject({ source: 'fail-closed', mode: 'enforce', allowed: false });
   });
 });
 
@@ -216,6 +308,35 @@ describe('Limiter.reset', () => {
     await limiter.consume({ ...ask, cost: 4 });
     await limiter.reset({ organization: 'o', endpoint: 'POST /api/upload' });
     expect(limitStates(await limiter.consume(ask)).map((state) => state.remaining)).toEqual([3, 99]);
+  });
+
+  it('refuses, forgetting nothing, a reset without limits of an endpoint no rule matches', async () => {
+    const { store, fallback, limiter } = make();
+    const search = { organization: 'o', endpoint: 'GET /search?q=1', limits: perSecond(1) };
+    await limiter.consume(search);
+    const calls = store.calls;
+    const error = await limiter.reset({ organization: 'o', endpoint: 'GET /search' }).catch((caught) => caught);
+    expect(error).toMatchObject({
+      code: 'invalid_argument',
+      message:
+        'ratecard: reset needs the limits the requests carried for "GET /search" (11 characters), which no endpoint rule matches: only they name its buckets; pass { organization, endpoint, limits }',
+    });
+    expect(store.calls).toBe(calls);
+    expect(fallback.calls).toBe(0);
+    expect((await limiter.consume(search)).allowed).toBe(false);
+  });
+
+  it('reaches, with the limits given, the buckets requests carrying them were charged in where no rule matches', async () => {
+    const { limiter } = make();
+    const perIp = perSecond(1);
+    const other = perMinute(1, { name: 'other' });
+    await limiter.consume({ organization: 'o', endpoint: 'GET /search?q=1', limits: [perIp, other] });
+    await limiter.consume({ organization: 'o', endpoint: 'POST /items/42', limits: perIp });
+    await limiter.reset({ organization: 'o', endpoint: 'GET /search', limits: perIp });
+    const after = await limiter.consume({ organization: 'o', endpoint: 'DELETE /items/7', limits: perIp });
+    expect(after).toMatchObject({ allowed: true, remaining: 0 });
+    // The limit not given keeps its count.
+    expect((await limiter.consume({ organization: 'o', endpoint: 'GET /search', limits: other })).allowed).toBe(false);
   });
 
   it('forgets only the buckets of the limits given', async () => {

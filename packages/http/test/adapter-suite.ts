@@ -1,8 +1,10 @@
 import {
   createLimiter,
   type EndpointMode,
+  type Limit,
   type Limiter,
   perHour,
+  perMinute,
   perSecond,
   RateLimitError,
   type StoreErrorPolicy,
@@ -337,6 +339,67 @@ export function adapterSuite(adapter: AdapterUnderTest): void {
       const again = await app.send('POST', '/api/upload', {});
       expect(again.status).toBe(200);
       expect(again.headers.get('x-ratelimit-remaining')).toBe('0');
+    });
+
+    it('answers 500 for an identity with a misspelt key, never letting it through uncounted, and reports it', async () => {
+      const perIp = perSecond(5, { burst: 10 });
+      const app = await start({
+        identify: ({ ip }) => ({ organization: ip ?? 'unknown', limit: perIp }) as unknown as Identity,
+      });
+      for (const [method, path] of [
+        ['POST', '/api/upload'],
+        ['GET', '/health'],
+        ['POST', '/browsers'],
+      ] as const) {
+        const response = await app.send(method, path, {});
+        expect(response.status).toBe(500);
+        expect(response.headers.get('x-ratelimit-limit')).toBeNull();
+        expect(await response.text()).toBe(FAILURE);
+      }
+      expect(app.reached()).toBe(0);
+      expect(app.errors).toHaveLength(3);
+      for (const error of app.errors) {
+        expect(error).toBeInstanceOf(RateLimitError);
+        expect(error).toMatchObject({
+          code: 'invalid_argument',
+          message:
+            'ratecard: the identity identify returned has an unknown key "limit"; did you mean "limits"? It takes organization, plan, trial, override, limits, cost',
+        });
+      }
+    });
+
+    it('enforces limits identify gives on a shadow route, which stays shadow for plan limits', async () => {
+      const app = await start({
+        identify: ({ header }) =>
+          header('x-own') === '1' ? { organization: 'org-1', limits: perSecond(2) } : identityFrom(header),
+      });
+      const statuses = [];
+      for (let i = 0; i < 3; i++) statuses.push((await app.send('POST', '/invocations', { 'x-own': '1' })).status);
+      expect(statuses).toEqual([200, 200, 429]);
+      const byPlan = [];
+      for (let i = 0; i < 11; i++)
+        byPlan.push((await app.send('POST', '/invocations', { authorization: 'Bearer org-2' })).status);
+      expect(byPlan).toEqual(Array(11).fill(200));
+    });
+
+    it('keeps limits of one name given for different routes no rule matches in buckets of their own', async () => {
+      const byRoute: Record<string, Limit> = { search: perMinute(30), export: perMinute(2), items: perMinute(100) };
+      const app = await start({
+        identify: ({ header }) => ({ organization: 'org-1', limits: byRoute[header('x-route') ?? ''] ?? perMinute(1) }),
+      });
+      const call = async (method: string, path: string, route: string) => {
+        const response = await app.send(method, path, { 'x-route': route });
+        await response.arrayBuffer();
+        return response.status;
+      };
+      for (let i = 0; i < 30; i++) expect(await call('POST', '/search', 'search')).toBe(200);
+      expect(await call('POST', '/search', 'search')).toBe(429);
+      const exports = [];
+      for (let i = 0; i < 3; i++) exports.push(await call('POST', '/export', 'export'));
+      expect(exports).toEqual([200, 200, 429]);
+      const items = [];
+      for (let i = 0; i < 5; i++) items.push(await call('GET', `/items/${i}?page=${i}`, 'items'));
+      expect(items).toEqual([200, 200, 200, 200, 200]);
     });
 
     it('still passes a route no rule matches untouched when identify gives no limits', async () => {

@@ -1,7 +1,7 @@
-import { createLimiter, type Limiter, RateLimitError } from '@ratecard/core';
+import { createLimiter, type Limiter, perSecond, RateLimitError } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import { describe, expect, it } from 'vitest';
-import { evaluate, requestPath, resolveOptions } from '../src/evaluate.js';
+import { evaluate, type Identity, requestPath, resolveOptions } from '../src/evaluate.js';
 import { asynchronous } from './support.js';
 
 describe('requestPath', () => {
@@ -93,6 +93,57 @@ describe('evaluate', () => {
     const verdict = await evaluate(broken, 'POST', '/browsers', 'x');
     expect(verdict).toMatchObject({ action: 'respond', status: 500 });
     expect(verdict.action === 'respond' && (verdict.error as RateLimitError).code).toBe('unknown_plan');
+  });
+
+  it.each<[string, unknown, RegExp]>([
+    ['a key an identity lacks', { organization: 'org-1', limit: 5 }, /unknown key "limit"; did you mean "limits"\?/],
+    [
+      'the endpoint, which the middleware finds',
+      { organization: 'org-1', endpoint: 'GET /x' },
+      /unknown key "endpoint"/,
+    ],
+    [
+      'a key set to undefined',
+      { organization: 'org-1', plans: undefined },
+      /unknown key "plans"; did you mean "plan"\?/,
+    ],
+    ['a string', 'org-1', /identify must return \{ organization, .*got "org-1"/],
+    ['true', true, /identify must return .*got true/],
+  ])(
+    'answers 500 for %s, on a route with a rule and one without, keeping the error',
+    async (_label, identity, message) => {
+      const odd = resolveOptions<string>({
+        limiter: createLimiter({ store: memoryStore() }),
+        identify: () => identity as never,
+      });
+      for (const [method, path] of [
+        ['POST', '/browsers'],
+        ['GET', '/health'],
+      ]) {
+        const verdict = await evaluate(odd, method as string, path as string, 'x');
+        expect(verdict).toMatchObject({ action: 'respond', status: 500, decision: null });
+        const error = verdict.action === 'respond' ? (verdict.error as RateLimitError) : undefined;
+        expect(error).toBeInstanceOf(RateLimitError);
+        expect(error?.code).toBe('invalid_argument');
+        expect(error?.message).toMatch(message);
+      }
+    },
+  );
+
+  it('takes every key of an Identity', async () => {
+    const every: Required<Identity> = {
+      organization: 'o',
+      plan: 'developer',
+      trial: false,
+      override: 5,
+      limits: perSecond(3),
+      cost: 2,
+    };
+    const full = resolveOptions<string>({ limiter: createLimiter({ store: memoryStore() }), identify: () => every });
+    expect(await evaluate(full, 'GET', '/health', 'x')).toMatchObject({
+      action: 'next',
+      decision: { limit: 3, remaining: 1 },
+    });
   });
 
   it('rejects with the error identify throws', async () => {
