@@ -160,6 +160,17 @@ describe("a request's own limits", () => {
     expect(store.keys).toEqual(['ALL /* 1s', 'ALL /* 1s', 'ALL /* 1s']);
   });
 
+  it("are limited under the catch-all when the endpoint is 'ALL /*' itself, even beside a rule ALL /:name", async () => {
+    const { store, limiter } = make({ endpoints: { 'ALL /:tenant': 'shadow' } });
+    const ask = request({ endpoint: 'ALL /*', limits: perSecond(1) });
+    const decisions = [await limiter.consume(ask), await limiter.consume(ask)];
+    expect(decisions.map((d) => [d.allowed, d.rule, d.mode])).toEqual([
+      [true, 'ALL /*', 'enforce'],
+      [false, 'ALL /*', 'enforce'],
+    ]);
+    expect(store.keys).toEqual(['ALL /* 1s', 'ALL /* 1s']);
+  });
+
   it('keep the mode of the rule they land on', async () => {
     const { limiter } = make();
     const ask = request({ endpoint: 'POST /invocations', limits: perSecond(1) });
