@@ -1,8 +1,8 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { createLimiter, type Limit, perMinute, perSecond, RateLimitError } from '@ratecard/core';
+import { createLimiter, type Limit, perDay, perMinute, perSecond, RateLimitError } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Clock, rateLimitedFetch, type WaitEvent } from '../src/client.js';
+import { type Clock, rateLimitedFetch, rateLimitReason, type WaitEvent } from '../src/client.js';
 import { withRateLimit } from '../src/node.js';
 import { identityFrom, listen, nodeHeader, T0 } from './support.js';
 
@@ -246,6 +246,29 @@ describe('rateLimitedFetch', () => {
     const response = await rateLimitedFetch({ clock: time.clock })(server.url);
     expect(response.status).toBe(429);
     expect(server.bodies).toHaveLength(1);
+    expect(time.sleeps).toEqual([]);
+  });
+
+  it("reads ratecard's Retry-After for a bucket that refills in decades as a wait, and returns that 429 at once", async () => {
+    const time = virtualTime();
+    // 20 000 tokens refilling 1 a day, 20 000 a request: the second is refused for 20 000 days (1.7 × 10^9 s).
+    const limiter = createLimiter({ store: memoryStore({ now: time.storeNow }) });
+    const lifetime = perDay(1, { burst: 20_000 });
+    const listener = withRateLimit(
+      (_request, response) => {
+        response.statusCode = 201;
+        response.end('{}');
+      },
+      { limiter, identify: () => ({ organization: 'o', limits: lifetime, cost: 20_000 }) },
+    );
+    const server = await listen(createServer(listener));
+    closers.push(server.close);
+    const client = rateLimitedFetch({ clock: time.clock, pace: false });
+    expect((await client(server.url)).status).toBe(201);
+    const refused = await client(server.url);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('999999999');
+    expect(rateLimitReason(refused)).toEqual({ source: 'retry-after', waitMs: 999_999_999_000, sent: true });
     expect(time.sleeps).toEqual([]);
   });
 
