@@ -12,8 +12,11 @@ export const DEFAULT_ENDPOINTS: Readonly<Record<string, EndpointMode>> = Object.
   'POST /invocations': 'shadow',
 });
 
+/** The key of the catch-all rule: a request carrying own limits where no rule matches is counted under it. */
+const CATCH_ALL = 'ALL /*';
+
 /** The rules of a limiter given own `plans` or `limits` and no `endpoints`: every request, one bucket per key. */
-export const EVERY_ENDPOINT: Readonly<Record<string, EndpointMode>> = Object.freeze({ 'ALL /*': 'enforce' });
+export const EVERY_ENDPOINT: Readonly<Record<string, EndpointMode>> = Object.freeze({ [CATCH_ALL]: 'enforce' });
 
 /** A rule's own limits: the same for every plan, or per plan (a plan not named keeps its plan's limits). */
 export type EndpointLimits = Limits | Readonly<Record<string, Limits>>;
@@ -199,11 +202,15 @@ export class EndpointRules {
   /**
    * The rule for an endpoint string: a rule key itself (the fast path), or a concrete `'<METHOD> <path>'` such as
    * `'PUT /browser_pools/abc?x=1'` matched against the patterns. Anything else (`'/browsers'`, a method alone) could
-   * match no rule, and would leave the request unlimited without a word: it throws `invalid_argument`.
+   * match no rule, and would leave the request unlimited without a word: it throws `invalid_argument`. `'ALL /*'`,
+   * when no rule has that key, is no rule: it names the requests no rule matches (the http middleware passes it for
+   * them, whatever their path), so a request carrying own limits is counted under the catch-all.
    */
   forEndpoint(endpoint: string): EndpointRule | undefined {
     const exact = this.byKey.get(endpoint);
     if (exact !== undefined) return exact;
+    // Read as a concrete path, `/*` would match a rule such as `ALL /:tenant` that the request did not match.
+    if (endpoint === CATCH_ALL) return undefined;
     const space = endpoint.indexOf(' ');
     if (space <= 0 || endpoint.charCodeAt(space + 1) !== 47 /* '/' */) throw notAnEndpoint(endpoint);
     return this.forRequest(endpoint.slice(0, space), endpoint.slice(space + 1));

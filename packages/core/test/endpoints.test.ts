@@ -89,6 +89,13 @@ describe('endpoint rules: ALL and a trailing *', () => {
     expect(rules.forRequest('POST', '/api/upload')?.key).toBe('ALL /*');
   });
 
+  it("reads 'ALL /*' as no rule when no rule has that key, not as a path '/*' that ALL /:name would match", () => {
+    const rules = rulesOf({ 'ALL /:tenant': 'shadow', 'POST /browsers': 'enforce' });
+    expect(rules.forEndpoint('ALL /*')).toBeUndefined();
+    expect(rules.forEndpoint('GET /*')?.key).toBe('ALL /:tenant');
+    expect(rulesOf(EVERY_ENDPOINT).forEndpoint('ALL /*')?.key).toBe('ALL /*');
+  });
+
   it('tries the most specific rule first, whatever the order given', () => {
     const rules = rulesOf({
       'ALL /*': 'shadow',

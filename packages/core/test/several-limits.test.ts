@@ -164,6 +164,17 @@ describe("a request's own limits", () => {
     expect(decisions[0]?.limits).toEqual([perSecond(2)]);
   });
 
+  it("are limited under the catch-all when the endpoint is 'ALL /*' itself, even beside a rule ALL /:name", async () => {
+    const { store, limiter } = make({ endpoints: { 'ALL /:tenant': 'shadow' } });
+    const ask = request({ endpoint: 'ALL /*', limits: perSecond(1) });
+    const decisions = [await limiter.consume(ask), await limiter.consume(ask)];
+    expect(decisions.map((d) => [d.allowed, d.rule, d.mode])).toEqual([
+      [true, 'ALL /*', 'enforce'],
+      [false, 'ALL /*', 'enforce'],
+    ]);
+    expect(store.keys).toEqual(['ALL /* 1s.1.1.1000', 'ALL /* 1s.1.1.1000']);
+  });
+
   it('keep a bucket per limit where no rule matches: limits of one name for different endpoints never mix', async () => {
     const { limiter } = make();
     const call = (endpoint: string, limits: Limit) => limiter.consume(request({ endpoint, limits }));

@@ -18,6 +18,16 @@ export type { RateLimitReason, WaitSource };
 /** The shape of the global `fetch`. */
 export type FetchFunction = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
 
+/** What `rateLimitedFetch` returns: a `fetch`, and a way to forget what it learned of a server. */
+export interface RateLimitedFetch extends FetchFunction {
+  /**
+   * Forgets what the client knows of one budget: its quotas and any wait a 429 asked for (after an admin reset on the
+   * server, say). `key` is the budget's key: by default an origin, `new URL(url).origin`. Calls waiting for that budget
+   * go as if it were new. True when the client had such a budget.
+   */
+  forget(key: string): boolean;
+}
+
 /** Time as the client sees it; replaceable so simulations and tests can run on a virtual clock. */
 export interface Clock {
   /** Milliseconds on a monotonic clock. */
@@ -39,6 +49,12 @@ export interface RateLimitedFetchOptions {
    * when it ends.
    */
   maxWait?: number;
+  /**
+   * Longest the client holds the calls of one budget on a server's word, in milliseconds; default 300 000 (5 minutes),
+   * and never less than `maxWait`. A 429 asking for longer (`Retry-After: 90000`), or a spent quota whose reset is
+   * further off, holds them this long; then one request goes to ask again. `Infinity` honours every wait whole.
+   */
+  maxHold?: number;
   /** Pace requests from the quota fields servers send (IETF RateLimit, draft-6 RateLimit-*, X-RateLimit-*); default true. */
   pace?: boolean;
   /**
@@ -57,6 +73,7 @@ const FETCH_OPTIONS = {
   fetch: true,
   maxRetries: true,
   maxWait: true,
+  maxHold: true,
   pace: true,
   key: true,
   onWait: true,
@@ -110,6 +127,9 @@ interface Budget {
   wake: AbortController | undefined;
 }
 
+/** The default maxHold: 5 minutes. A server refusing for a day is then asked again 288 times a day, by one request. */
+const DEFAULT_MAX_HOLD_MS = 300_000;
+
 /** Budgets kept at once; the oldest goes first. A client talks to few endpoints, this only bounds a misuse of `key`. */
 const MAX_BUDGETS = 1024;
 
@@ -156,6 +176,13 @@ function checkOptions(options: RateLimitedFetchOptions): void {
     throw new RateLimitError(
       'invalid_option',
       `ratecard: maxWait must be a number of milliseconds from 0 to ${MAX_TIMER_MS}, got ${describeValue(maxWait)}`,
+    );
+  }
+  const { maxHold } = options;
+  if (maxHold !== undefined && (typeof maxHold !== 'number' || !(maxHold >= 0))) {
+    throw new RateLimitError(
+      'invalid_option',
+      `ratecard: maxHold must be a number of milliseconds, 0 or more (Infinity: no bound), got ${describeValue(maxHold)}`,
     );
   }
   for (const name of ['fetch', 'key', 'onWait'] as const) {
@@ -290,13 +317,16 @@ function gap(): number {
  *    stated no quota, and right after a 429, one request goes at a time, each after the previous answer.
  * 3. A call waits at most `maxWait` and retries at most `maxRetries` times; otherwise it gets a 429 at once, with
  *    `rateLimitReason(response)` saying why. The request's signal aborts a wait at once; `onWait` reports each wait.
+ * 4. One answer holds a budget's calls at most `maxHold`, however long it asks for; `forget(key)` drops a budget.
  *
  * A request whose body is a stream is not retried. Timers exist only while a call waits.
  */
-export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): FetchFunction {
+export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLimitedFetch {
   checkOptions(options);
   const maxRetries = options.maxRetries ?? 3;
   const maxWait = options.maxWait ?? 60_000;
+  // Never below maxWait: a wait a call may sit out before retrying is honoured whole, so its retry is not refused again.
+  const maxHold = Math.max(options.maxHold ?? DEFAULT_MAX_HOLD_MS, maxWait);
   const pace = options.pace ?? true;
   const clock = options.clock ?? defaultClock;
   const onWait = options.onWait;
@@ -360,7 +390,7 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): FetchFu
     if (alone && budget.inFlight > 0) return { at: Number.POSITIVE_INFINITY, reason: reason ?? PROBE };
     if (pace) {
       for (const quota of budget.quotas) {
-        const ready = quotaReadyAt(quota, budget.quotaAt, budget.inFlight, now);
+        const ready = heldAtMost(quotaReadyAt(quota, budget.quotaAt, budget.inFlight, now), budget, now);
         if (ready > at) {
           at = ready;
           reason = { source: quota.source, waitMs: 0 };
@@ -369,6 +399,17 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): FetchFu
       }
     }
     return { at, reason };
+  }
+
+  /**
+   * A quota's hold, cut at maxHold after the answer that stated it: from then on one request goes at a time, as when a
+   * quota's window is over, and its answer brings a new quota. Infinity (waiting for an answer) stays.
+   */
+  function heldAtMost(ready: number, budget: Budget, now: number): number {
+    const end = budget.quotaAt + maxHold;
+    if (ready <= end || !Number.isFinite(ready)) return ready;
+    if (end > now) return end;
+    return budget.inFlight > 0 ? Number.POSITIVE_INFINITY : now;
   }
 
   function report(budget: Budget, waiter: Waiter, now: number, outcome: WaitEvent['outcome']): void {
@@ -504,10 +545,12 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): FetchFu
         if (refusal === undefined && fields.garbled) {
           refusal = { source: 'default', waitMs: DEFAULT_WAIT_MS * 2 ** Math.min(attempt, 16) };
         }
-        // Even a 429 that says nothing holds the others a moment, so that they do not pile in after it.
+        // Even a 429 that says nothing holds the others a moment, so that they do not pile in after it. However long
+        // the server asks for, they are held at most maxHold: then one request goes to ask again.
         const hold = refusal ?? { source: 'default', waitMs: DEFAULT_WAIT_MS };
-        if (now + hold.waitMs > budget.blockedUntil) {
-          budget.blockedUntil = now + hold.waitMs;
+        const until = now + Math.min(hold.waitMs, maxHold);
+        if (until > budget.blockedUntil) {
+          budget.blockedUntil = until;
           budget.block = hold;
         }
         budget.probing = true;
@@ -519,7 +562,31 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): FetchFu
     return refusal;
   }
 
-  return async function rateLimited(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+  function forget(key: string): boolean {
+    if (typeof key !== 'string') {
+      throw new RateLimitError(
+        'invalid_argument',
+        `ratecard: forget takes a budget key, by default an origin such as 'https://api.example.com', got ${describeValue(key)}`,
+      );
+    }
+    const budget = budgets.get(key);
+    if (budget === undefined) return false;
+    if (budget.queue.length === 0 && budget.inFlight === 0) {
+      budget.wake?.abort();
+      budgets.delete(key);
+      return true;
+    }
+    // Calls are waiting or in flight: keep the budget (it counts them), and let the waiting go as it now allows.
+    budget.quotas = [];
+    budget.quotaAt = 0;
+    budget.blockedUntil = 0;
+    budget.block = undefined;
+    budget.probing = false;
+    drain(budget);
+    return true;
+  }
+
+  const rateLimited = async function rateLimited(input: string | URL | Request, init?: RequestInit): Promise<Response> {
     const send = options.fetch ?? globalThis.fetch;
     const key = budgetKey(input, init);
     if (key === undefined) return send(input, init);
@@ -544,4 +611,5 @@ export function rateLimitedFetch(options: RateLimitedFetchOptions = {}): FetchFu
       await discard(response);
     }
   };
+  return Object.assign(rateLimited, { forget });
 }

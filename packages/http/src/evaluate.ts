@@ -89,6 +89,9 @@ export type Verdict =
       readonly error?: unknown;
     };
 
+/** The limiter's catch-all rule key (core's EVERY_ENDPOINT), which it reads as "no rule matched". */
+const CATCH_ALL = 'ALL /*';
+
 const PASS: Verdict = Object.freeze({ action: 'next', headers: Object.freeze({}), decision: null });
 
 const DENIED_BODY = JSON.stringify(RATE_LIMIT_EXCEEDED);
@@ -203,11 +206,13 @@ export function requestPath(target: string): string {
  * only when `identify` throws or rejects on a request that matches a rule (that error is the application's); a limiter
  * failure, or an identity that is not one (checkIdentity), is a 500 verdict carrying the error.
  *
- * A request that matches no rule is limited only by limits `identify` gives it, under the rule key `ALL /*`. Until
- * `identify` could give limits it was not called for such requests at all, so an exception there lets the request go
- * on untouched, as it did then: the application's authentication, not the limiter, answers it. An identity with a
- * misspelt key is refused there too, before the request is let through for want of `limits`: `limit` for `limits`
- * would otherwise let every request through uncounted, with no header and no word.
+ * A request that matches no rule is limited only by limits `identify` gives it, under the rule key `ALL /*`, which is
+ * also the endpoint handed to the limiter: its path and query are no part of its bucket, and a target no endpoint
+ * name could hold (a path over 256 characters, `OPTIONS *`) is counted like any other. Until `identify` could give
+ * limits it was not called for such requests at all, so an exception there lets the request go on untouched, as it did
+ * then: the application's authentication, not the limiter, answers it. An identity with a misspelt key is refused
+ * there too, before the request is let through for want of `limits`: `limit` for `limits` would otherwise let every
+ * request through uncounted, with no header and no word.
  */
 export async function evaluate<Request>(
   options: ResolvedOptions<Request>,
@@ -238,8 +243,9 @@ export async function evaluate<Request>(
       override,
       limits,
       cost,
-      // Where no rule matches, the limiter counts a request carrying limits under its catch-all rule `ALL /*`.
-      endpoint: rule?.key ?? `${method} ${path}`,
+      // Where no rule matches, the limiter counts a request carrying limits under its catch-all rule: name that rule,
+      // not `${method} ${path}`, whose query could take it past the 256 characters an endpoint may have.
+      endpoint: rule?.key ?? CATCH_ALL,
     });
     return verdictFor(decision, options.headers);
   } catch (error) {

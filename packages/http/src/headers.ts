@@ -49,10 +49,24 @@ export function checkPolicy(policy: unknown): void {
   }
 }
 
-/** Whole seconds, at least 1: Retry-After never tells a client to retry at once. */
+/**
+ * The largest count a field states: RFC 9651's largest Integer (15 digits). A limit may hold up to 2^52 tokens, and one
+ * 16-digit `q` or `r` makes a parser drop the whole `RateLimit-Policy` or `RateLimit` field; so a larger count is
+ * stated as this one (a client then paces by a little less than it has).
+ */
+const MAX_FIELD_COUNT = 999_999_999_999_999;
+
+/**
+ * The longest wait a field states, in seconds: from 10^9 on (2001-09-09 as a Unix time) clients, this package's among
+ * them, take a number for a Unix time and read garbage. A bucket that refills in decades can ask for more; it is
+ * stated as 31.7 years, which no client waits out either.
+ */
+const MAX_FIELD_SECONDS = 999_999_999;
+
+/** Whole seconds, at least 1 and at most MAX_FIELD_SECONDS: Retry-After never tells a client to retry at once. */
 function retryAfterOf(decision: Decision): number {
   const seconds = Math.ceil(decision.retryAfter);
-  return Number.isFinite(seconds) && seconds >= 1 ? seconds : 1;
+  return Number.isFinite(seconds) && seconds >= 1 ? Math.min(seconds, MAX_FIELD_SECONDS) : 1;
 }
 
 /**
@@ -66,14 +80,17 @@ function retryAfterOf(decision: Decision): number {
  *
  * With `ietf`, also `RateLimit-Policy` and `RateLimit`, one item per limit named by the limit (docs/http.md):
  * `"1s";q=10;w=1, "1h";q=1000;w=3600` and `"1s";r=0;t=1, "1h";r=990;t=36`.
+ *
+ * Every count is stated as at most 999 999 999 999 999 (RFC 9651's largest Integer) and every wait (`Retry-After`,
+ * `t`) as at most 999 999 999 s (from 10^9 on, clients read a Unix time), so that every parser reads each field.
  */
 export function rateLimitHeaders(decision: Decision, options: RateLimitHeaderOptions = {}): Record<string, string> {
   const headers: Record<string, string> = {};
   if (decision.mode === 'unlimited') return headers;
   if (decision.mode === 'shadow' && options.shadowHeaders !== true) return headers;
   const denied = !decision.allowed;
-  headers['X-RateLimit-Limit'] = String(decision.limit);
-  headers['X-RateLimit-Remaining'] = String(denied ? 0 : decision.remaining);
+  headers['X-RateLimit-Limit'] = String(Math.min(decision.limit, MAX_FIELD_COUNT));
+  headers['X-RateLimit-Remaining'] = String(denied ? 0 : Math.min(decision.remaining, MAX_FIELD_COUNT));
   const retryAfter = denied ? retryAfterOf(decision) : 0;
   if (denied) headers['Retry-After'] = String(retryAfter);
   if (options.ietf === true) {
@@ -89,11 +106,14 @@ export function rateLimitHeaders(decision: Decision, options: RateLimitHeaderOpt
       const name = sfString(prefix + limit.name);
       // A limit that had the tokens of a refused request was not charged and still holds them (limitStates says how
       // many): saying 0 would send a client waiting for a limit that is not the one refusing.
-      const remaining = state.limited ? 0 : state.remaining;
+      const remaining = state.limited ? 0 : Math.min(state.remaining, MAX_FIELD_COUNT);
       // On a denial a spent limit's t is when it admits the request again (the draft asks t and Retry-After to agree:
       // the limit that waits longest gives both); otherwise t is when the bucket is full again.
-      const reset = denied && state.limited ? Math.max(1, state.retryAfter) : state.resetAfter;
-      policies.push(`${name};q=${limit.capacity};w=${windowSeconds(limit)}`);
+      const reset = Math.min(
+        denied && state.limited ? Math.max(1, state.retryAfter) : state.resetAfter,
+        MAX_FIELD_SECONDS,
+      );
+      policies.push(`${name};q=${Math.min(limit.capacity, MAX_FIELD_COUNT)};w=${windowSeconds(limit)}`);
       items.push(`${name};r=${remaining};t=${reset}`);
     }
     headers['RateLimit-Policy'] = policies.join(', ');

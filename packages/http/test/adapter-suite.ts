@@ -52,6 +52,8 @@ export interface AdapterUnderTest {
   start: (config: AppConfig) => Promise<RunningApp>;
   /** True when an exception in identify reaches the framework's error handling (all but node:http). */
   identifyErrorsGoToApp: boolean;
+  /** What the server answers `OPTIONS *` with before any middleware runs, if it does (Hono's Node server: 400). */
+  asteriskFormStatus?: number;
 }
 
 const DENIAL = '{"code":"rate_limit_exceeded","message":"Rate limit exceeded. Please retry later."}';
@@ -400,6 +402,66 @@ export function adapterSuite(adapter: AdapterUnderTest): void {
       const items = [];
       for (let i = 0; i < 5; i++) items.push(await call('GET', `/items/${i}?page=${i}`, 'items'));
       expect(items).toEqual([200, 200, 200, 200, 200]);
+    });
+
+    it('limits a request with a query string of 260 characters by its limits from identify, never 500', async () => {
+      const app = await start({
+        identify: ({ ip }) => (ip === undefined ? null : { organization: ip, limits: perSecond(5, { burst: 10 }) }),
+      });
+      const statuses: number[] = [];
+      for (let i = 0; i < 11; i++) {
+        // A different query each time: the query is no part of the bucket.
+        const response = await app.send('GET', `/search?q=${String(i).padEnd(260, 'x')}`, {});
+        statuses.push(response.status);
+        if (i === 0) expect(response.headers.get('x-ratelimit-remaining')).toBe('9');
+        await response.arrayBuffer();
+      }
+      expect(statuses).toEqual([...Array<number>(10).fill(200), 429]);
+      expect(app.errors).toEqual([]);
+    });
+
+    it('limits a request whose path alone is 300 characters by its limits from identify, never 500', async () => {
+      const app = await start({
+        identify: ({ ip }) => (ip === undefined ? null : { organization: ip, limits: perSecond(1) }),
+      });
+      const path = `/files/${'a'.repeat(300)}`;
+      const first = await app.send('GET', path, {});
+      expect(first.status).toBe(200);
+      expect(first.headers.get('x-ratelimit-limit')).toBe('1');
+      await first.arrayBuffer();
+      const second = await app.send('GET', `${path}b`, {});
+      expect(second.status).toBe(429);
+      await second.arrayBuffer();
+      expect(app.errors).toEqual([]);
+    });
+
+    it('counts a request no rule matches under the catch-all, not under a rule ALL /:tenant beside it', async () => {
+      const app = await start({
+        endpoints: { 'ALL /:tenant': 'shadow' },
+        identify: ({ ip }) => (ip === undefined ? null : { organization: ip, limits: perSecond(1) }),
+      });
+      const first = await app.send('GET', '/a/b', {});
+      await first.arrayBuffer();
+      const second = await app.send('GET', '/c/d?page=2', {});
+      await second.arrayBuffer();
+      expect([first.status, second.status]).toEqual([200, 429]);
+    });
+
+    it('never answers OPTIONS * 500: it is limited by its limits from identify, or the server answers it first', async () => {
+      const app = await start({
+        identify: ({ ip }) => (ip === undefined ? null : { organization: ip, limits: perSecond(1) }),
+      });
+      const first = await rawRequest(app.url, 'OPTIONS', '*', {});
+      const second = await rawRequest(app.url, 'OPTIONS', '*', {});
+      expect(app.errors).toEqual([]);
+      if (adapter.asteriskFormStatus !== undefined) {
+        expect([first.status, second.status]).toEqual([adapter.asteriskFormStatus, adapter.asteriskFormStatus]);
+        return;
+      }
+      // Counted like any request, so the second within the second is refused.
+      expect(first.status).toBe(200);
+      expect(first.headers['x-ratelimit-limit']).toBe('1');
+      expect(second.status).toBe(429);
     });
 
     it('still passes a route no rule matches untouched when identify gives no limits', async () => {

@@ -70,6 +70,31 @@ describe('Retry-After and retry-after-ms', () => {
   });
 });
 
+describe('the largest values a field can state', () => {
+  it('reads a Retry-After of 999 999 999 s, the most ratecard sends, as a delay, and 10^9 s as garbled', () => {
+    expect(read({ 'retry-after': '999999999' })).toMatchObject({
+      retryAfter: { source: 'retry-after', waitMs: 999_999_999_000 },
+      garbled: false,
+    });
+    expect(read({ 'retry-after': '1000000000' })).toMatchObject({ retryAfter: undefined, garbled: true });
+  });
+
+  it('reads q and r of 15 digits, and drops a RateLimit field with a 16-digit one as a whole (RFC 9651)', () => {
+    const policy = '"1ms";q=999999999999999;w=5';
+    expect(read({ 'ratelimit-policy': policy, ratelimit: '"1ms";r=999999999999999;t=1' }).quotas).toEqual([
+      {
+        source: 'ietf',
+        remaining: 999_999_999_999_999,
+        limit: 999_999_999_999_999,
+        windowMs: 5000,
+        resetMs: 1000,
+        policy: '1ms',
+      },
+    ]);
+    expect(read({ 'ratelimit-policy': policy, ratelimit: '"1ms";r=4503599627370495;t=1' }).quotas).toEqual([]);
+  });
+});
+
 describe('the IETF RateLimit and RateLimit-Policy fields', () => {
   it('reads several policies (drafts 9 to 11: names as strings) and lets the most restrictive decide', () => {
     const fields = read({

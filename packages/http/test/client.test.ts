@@ -1,8 +1,8 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { createLimiter, type Limit, perMinute, perSecond, RateLimitError } from '@ratecard/core';
+import { createLimiter, type Limit, perDay, perMinute, perSecond, RateLimitError } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Clock, rateLimitedFetch, type WaitEvent } from '../src/client.js';
+import { type Clock, rateLimitedFetch, rateLimitReason, type WaitEvent } from '../src/client.js';
 import { withRateLimit } from '../src/node.js';
 import { identityFrom, listen, nodeHeader, T0 } from './support.js';
 
@@ -249,6 +249,29 @@ describe('rateLimitedFetch', () => {
     expect(time.sleeps).toEqual([]);
   });
 
+  it("reads ratecard's Retry-After for a bucket that refills in decades as a wait, and returns that 429 at once", async () => {
+    const time = virtualTime();
+    // 20 000 tokens refilling 1 a day, 20 000 a request: the second is refused for 20 000 days (1.7 × 10^9 s).
+    const limiter = createLimiter({ store: memoryStore({ now: time.storeNow }) });
+    const lifetime = perDay(1, { burst: 20_000 });
+    const listener = withRateLimit(
+      (_request, response) => {
+        response.statusCode = 201;
+        response.end('{}');
+      },
+      { limiter, identify: () => ({ organization: 'o', limits: lifetime, cost: 20_000 }) },
+    );
+    const server = await listen(createServer(listener));
+    closers.push(server.close);
+    const client = rateLimitedFetch({ clock: time.clock, pace: false });
+    expect((await client(server.url)).status).toBe(201);
+    const refused = await client(server.url);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('999999999');
+    expect(rateLimitReason(refused)).toEqual({ source: 'retry-after', waitMs: 999_999_999_000, sent: true });
+    expect(time.sleeps).toEqual([]);
+  });
+
   it('sends a call whose wait fits maxWait when the wait ends, even when its timer fires late', async () => {
     const time = virtualTime(33);
     let calls = 0;
@@ -355,7 +378,15 @@ describe('rateLimitedFetch', () => {
   });
 
   it('rejects bad options with invalid_option', () => {
-    for (const options of [{ maxRetries: -1 }, { maxRetries: 1.5 }, { maxWait: Number.NaN }, { pace: 'yes' }]) {
+    for (const options of [
+      { maxRetries: -1 },
+      { maxRetries: 1.5 },
+      { maxWait: Number.NaN },
+      { maxHold: -1 },
+      { maxHold: Number.NaN },
+      { maxHold: '300000' },
+      { pace: 'yes' },
+    ]) {
       expect(() => rateLimitedFetch(options as never)).toThrow(RateLimitError);
       try {
         rateLimitedFetch(options as never);
@@ -363,5 +394,129 @@ describe('rateLimitedFetch', () => {
         expect((error as RateLimitError).code).toBe('invalid_option');
       }
     }
+  });
+});
+
+/** A clock only the test moves: a sleep ends when `advance` reaches its time, never by itself. */
+function handClock(): { clock: Clock; advance: (ms: number) => void; pending: () => number } {
+  let time = 0;
+  const timers: { at: number; fire: () => void }[] = [];
+  return {
+    clock: {
+      now: () => time,
+      sleep: (ms, signal) =>
+        new Promise<void>((resolve, reject) => {
+          if (signal?.aborted) {
+            reject(signal.reason);
+            return;
+          }
+          const timer = { at: time + ms, fire: resolve };
+          timers.push(timer);
+          signal?.addEventListener(
+            'abort',
+            () => {
+              timers.splice(timers.indexOf(timer), 1);
+              reject(signal.reason);
+            },
+            { once: true },
+          );
+        }),
+    },
+    advance: (ms) => {
+      time += ms;
+      for (const timer of timers.filter((each) => each.at <= time)) {
+        timers.splice(timers.indexOf(timer), 1);
+        timer.fire();
+      }
+    },
+    pending: () => timers.length,
+  };
+}
+
+/** A server answering its n-th request (from 0) with `answers[n]`, or the last one. */
+async function answering(...answers: { status: number; headers?: Record<string, string> }[]) {
+  let n = 0;
+  return scriptedServer((_request, response) => {
+    const answer = answers[Math.min(n++, answers.length - 1)] as (typeof answers)[number];
+    response.writeHead(answer.status, answer.headers);
+    response.end(answer.status === 429 ? 'slow down' : '{}');
+  });
+}
+
+const DAY_AND_AN_HOUR = { status: 429, headers: { 'retry-after': '90000' } };
+
+describe('rateLimitedFetch: how long it holds the calls to one server', () => {
+  it('after a 429 asking for 25 hours, answers the calls itself for 5 minutes, then asks the server again', async () => {
+    const hand = handClock();
+    const server = await answering(DAY_AND_AN_HOUR, { status: 201 });
+    const client = rateLimitedFetch({ clock: hand.clock });
+    const first = await client(server.url);
+    expect(rateLimitReason(first)).toEqual({ source: 'retry-after', waitMs: 90_000_000, sent: true });
+    const held = await client(server.url);
+    expect(held.status).toBe(429);
+    expect(held.headers.get('retry-after')).toBe('300');
+    expect(rateLimitReason(held)).toEqual({ source: 'retry-after', waitMs: 300_000, sent: false });
+    hand.advance(299_999 - 60_000);
+    expect(rateLimitReason(await client(server.url))).toMatchObject({ waitMs: 60_001, sent: false });
+    hand.advance(60_001);
+    expect((await client(server.url)).status).toBe(201);
+    expect(server.bodies).toHaveLength(2);
+  });
+
+  it('holds them as long as maxHold says, and honours the 25 hours whole with maxHold: Infinity', async () => {
+    const hand = handClock();
+    const first = await answering(DAY_AND_AN_HOUR, { status: 201 });
+    const second = await answering(DAY_AND_AN_HOUR, { status: 201 });
+    const hourly = rateLimitedFetch({ clock: hand.clock, maxHold: 3_600_000 });
+    const patient = rateLimitedFetch({ clock: hand.clock, maxHold: Infinity });
+    await (await hourly(first.url)).arrayBuffer();
+    await (await patient(second.url)).arrayBuffer();
+    hand.advance(300_000);
+    expect(rateLimitReason(await hourly(first.url))).toMatchObject({ waitMs: 3_300_000, sent: false });
+    hand.advance(3_300_000);
+    expect((await hourly(first.url)).status).toBe(201);
+    expect(rateLimitReason(await patient(second.url))).toMatchObject({ waitMs: 86_400_000, sent: false });
+    expect([first.bodies.length, second.bodies.length]).toEqual([2, 1]);
+  });
+
+  it('holds them at most 5 minutes for a spent quota whose reset is 22 hours off, then sends one to ask', async () => {
+    const hand = handClock();
+    const spent = { 'x-ratelimit-limit': '10', 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': '80000' };
+    const server = await answering({ status: 200, headers: spent }, { status: 201 });
+    const client = rateLimitedFetch({ clock: hand.clock });
+    expect((await client(server.url)).status).toBe(200);
+    expect(rateLimitReason(await client(server.url))).toEqual({ source: 'x-ratelimit', waitMs: 300_000, sent: false });
+    hand.advance(300_000);
+    expect((await client(server.url)).status).toBe(201);
+    expect(server.bodies).toHaveLength(2);
+  });
+
+  it('forgets an origin on request: the next call is sent at once', async () => {
+    const hand = handClock();
+    const server = await answering(DAY_AND_AN_HOUR, { status: 201 });
+    const client = rateLimitedFetch({ clock: hand.clock });
+    await (await client(server.url)).arrayBuffer();
+    expect(client.forget('http://elsewhere.example')).toBe(false);
+    expect(client.forget(new URL(server.url).origin)).toBe(true);
+    expect((await client(server.url)).status).toBe(201);
+    expect(server.bodies).toHaveLength(2);
+  });
+
+  it('lets a call waiting out a 429 go at once when its origin is forgotten', async () => {
+    const hand = handClock();
+    const server = await answering({ status: 429, headers: { 'retry-after': '30' } }, { status: 201 });
+    const client = rateLimitedFetch({ clock: hand.clock });
+    const waiting = client(server.url);
+    while (hand.pending() === 0) await new Promise((resolve) => setImmediate(resolve));
+    expect(client.forget(new URL(server.url).origin)).toBe(true);
+    expect((await waiting).status).toBe(201);
+    expect(server.bodies).toHaveLength(2);
+  });
+
+  it('refuses a key that is not a string with invalid_argument', () => {
+    const client = rateLimitedFetch();
+    expect(() => client.forget(new URL('https://api.example.com') as never)).toThrowError(
+      expect.objectContaining({ code: 'invalid_argument' }),
+    );
   });
 });

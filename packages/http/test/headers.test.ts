@@ -2,6 +2,7 @@ import {
   createLimiter,
   type Decision,
   type Limit,
+  perDay,
   perHour,
   perMinute,
   perSecond,
@@ -13,6 +14,7 @@ import { parseItem, parseList } from 'structured-headers';
 import { describe, expect, it } from 'vitest';
 import { INTERNAL_ERROR, RATE_LIMIT_EXCEEDED } from '../src/body.js';
 import { rateLimitHeaders } from '../src/headers.js';
+import { readRateLimitFields } from '../src/rate-limit-fields.js';
 
 /** The spec's Developer limit, 10 per minute: a token is 6 000 units, refilled 1 unit per ms. */
 const DEVELOPER = perMinute(10);
@@ -210,6 +212,47 @@ describe('rateLimitHeaders for several limits', () => {
       'RateLimit-Policy': '"1s";q=10;w=1, "1h";q=12;w=3600',
       RateLimit: '"1s";r=8;t=1, "1h";r=0;t=299',
     });
+  });
+});
+
+describe('rateLimitHeaders at the bounds of what a field can state', () => {
+  it('states a count over 15 digits as 999 999 999 999 999, so the IETF fields still parse and are read', async () => {
+    // The largest bucket a limit may be: 2^52 tokens, a trillion a millisecond.
+    const huge = tokenBucket({ capacity: 2 ** 52, refill: 1_000_000_000_000, intervalMs: 1 });
+    const limiter = createLimiter({ store: memoryStore({ now: () => 0 }) });
+    const decided = await limiter.consume({ organization: 'o', endpoint: 'GET /x', limits: huge });
+    const headers = rateLimitHeaders(decided, { ietf: true });
+    expect(headers['X-RateLimit-Limit']).toBe('999999999999999');
+    expect(headers['X-RateLimit-Remaining']).toBe('999999999999999');
+    expect(headers['RateLimit-Policy']).toBe('"1ms";q=999999999999999;w=5');
+    expect(headers.RateLimit).toBe('"1ms";r=999999999999999;t=1');
+    expect(() => parseList(headers['RateLimit-Policy'] as string)).not.toThrow();
+    expect(readRateLimitFields(new Headers(headers), 0).quotas).toEqual([
+      {
+        source: 'ietf',
+        remaining: 999_999_999_999_999,
+        limit: 999_999_999_999_999,
+        windowMs: 5000,
+        resetMs: 1000,
+        policy: '1ms',
+      },
+    ]);
+  });
+
+  it('states a Retry-After of 10^9 s or more as 999 999 999 s, which a client reads as a delay, not a Unix time', async () => {
+    // 20 000 tokens refilling 1 a day: refused a second batch of 20 000, it admits again in 20 000 days.
+    const lifetime = perDay(1, { burst: 20_000 });
+    const limiter = createLimiter({ store: memoryStore({ now: () => 0 }) });
+    const request = { organization: 'o', endpoint: 'GET /x', limits: lifetime, cost: 20_000 };
+    await limiter.consume(request);
+    const denied = await limiter.consume(request);
+    expect(denied.retryAfter).toBe(1_728_000_000);
+    const headers = rateLimitHeaders(denied, { ietf: true });
+    expect(headers['Retry-After']).toBe('999999999');
+    expect(headers.RateLimit).toBe('"1d";r=0;t=999999999');
+    const fields = readRateLimitFields(new Headers(headers), 0);
+    expect(fields.garbled).toBe(false);
+    expect(fields.retryAfter).toEqual({ source: 'retry-after', waitMs: 999_999_999_000 });
   });
 });
 

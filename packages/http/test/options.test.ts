@@ -86,6 +86,7 @@ describe('rateLimitedFetch', () => {
       fetch: () => Promise.resolve(new Response()),
       maxRetries: 1,
       maxWait: 1_000,
+      maxHold: 60_000,
       pace: false,
       key: (_method, url) => url.host,
       onWait: () => {},
@@ -98,7 +99,7 @@ describe('rateLimitedFetch', () => {
     for (const value of [1_000, undefined]) {
       const options = { maxRetries: 1, maxwait: value } as RateLimitedFetchOptions;
       expect(refusal(() => rateLimitedFetch(options)).message).toBe(
-        'ratecard: rateLimitedFetch got an unknown option "maxwait"; did you mean "maxWait"? It takes fetch, maxRetries, maxWait, pace, key, onWait, clock',
+        'ratecard: rateLimitedFetch got an unknown option "maxwait"; did you mean "maxWait"? It takes fetch, maxRetries, maxWait, maxHold, pace, key, onWait, clock',
       );
     }
   });

@@ -392,6 +392,10 @@ export function canStartRedis(suite: string): boolean {
 export async function redisForTests(suite = 'Redis tests'): Promise<RedisTarget | undefined> {
   const given = process.env.REDIS_URL;
   if (given !== undefined && given !== '') {
+    // Not `new URL(given)` bare: its ERR_INVALID_URL carries the whole URL, password included, as `input`.
+    if (!URL.canParse(given)) {
+      throw new Error(`${suite}: REDIS_URL is not a valid URL (write / ? # @ in a password as %2F %3F %23 %40)`);
+    }
     const url = new URL(given);
     return {
       url: given,

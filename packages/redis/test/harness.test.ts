@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
-import { canStartRedis, redisCommand, startRedis } from '../src/testing.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { canStartRedis, redisCommand, redisForTests, startRedis } from '../src/testing.js';
 import { CLUSTER_NODES, REDIS_EXTERNAL, REDIS_URL } from './support/redis.js';
 
 function alive(pid: number): boolean {
@@ -56,5 +56,21 @@ describe.skipIf(CLUSTER_NODES === null)('startRedisCluster', () => {
     expect(info).toContain('cluster_state:ok');
     expect(info).toContain('cluster_slots_assigned:16384');
     expect(info).toContain('cluster_size:3');
+  });
+});
+
+describe('redisForTests', () => {
+  afterEach(() => {
+    vi.unstubAllEnvs();
+  });
+
+  it('refuses a REDIS_URL that does not parse without printing it', async () => {
+    vi.stubEnv('REDIS_URL', 'redis://default:Zm9v/YmFy+cXV4@redis.internal:6379');
+    const error = await redisForTests('a suite').catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(Error);
+    expect((error as Error).message).toBe(
+      'a suite: REDIS_URL is not a valid URL (write / ? # @ in a password as %2F %3F %23 %40)',
+    );
+    expect(JSON.stringify({ ...(error as object) })).not.toContain('YmFy');
   });
 });

@@ -90,6 +90,18 @@ function parseNodes(value: string): ClusterNode[] {
   return nodes;
 }
 
+/**
+ * Whether a client reads the URL as written. One that parses may still not: with a `/`, `?` or `#` unencoded in its
+ * password, `redis://user:123/x@host` parses as host `user`, port 123 and a path holding the rest, and a client would
+ * connect there and report errors naming that host. Such URLs show an `@` after the host (in the path or a query
+ * name) or a fragment (no client reads one), so these are refused too.
+ */
+function isRedisUrl(url: string): boolean {
+  if (!URL.canParse(url) || url.includes('#')) return false;
+  const parsed = new URL(url);
+  return !parsed.pathname.includes('@') && ![...parsed.searchParams.keys()].some((name) => name.includes('@'));
+}
+
 /** The service's settings from environment variables; a bad value throws `ConfigError` naming it. */
 export function readConfig(env: NodeJS.ProcessEnv): Config {
   const keysFile =
@@ -98,9 +110,9 @@ export function readConfig(env: NodeJS.ProcessEnv): Config {
   if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) {
     throw new ConfigError('reference-service: REDIS_URL must start with redis:// or rediss://');
   }
-  if (redisUrl !== undefined && !URL.canParse(redisUrl)) {
+  if (redisUrl !== undefined && !isRedisUrl(redisUrl)) {
     throw new ConfigError(
-      `reference-service: REDIS_URL is not a valid URL (a port from 0 to 65535, no spaces), got ${redactUrl(redisUrl)}`,
+      `reference-service: REDIS_URL is not a valid URL (a port from 0 to 65535, no spaces, and / ? # @ in a user or password written %2F %3F %23 %40), got ${redactUrl(redisUrl)}`,
     );
   }
   const nodes = env.REDIS_CLUSTER_NODES;
@@ -146,23 +158,37 @@ export function loadKeysFile(path: string): ApiKeys {
 const SECRET_PARAMETER = /pass|user|secret|token|auth/i;
 
 /**
- * A Redis URL fit for a log line: every form of credential a client accepts is masked (the user and password of the
- * userinfo, and query parameters such as `password` and `username`). A URL that does not parse is masked by its
- * text, so even a malformed value never prints a secret.
+ * A Redis URL fit for a log line, masked by its text alone, the same way whether it parses or not:
+ * - everything between the scheme and the last `@` shows as `***`: a password may hold `/`, `?`, `#` or `@`
+ *   unencoded, and then no parser can tell where it ends, but it ends before the host;
+ * - the value of every query parameter whose name speaks of a credential (`password`, `username`,
+ *   `sentinelPassword`, …), its name read as the client reads it (percent-decoded);
+ * - the whole fragment, which no Redis client reads;
+ * - everything after the scheme when a `?` or `#` and then a `=` come before that last `@`, since the `@` may then be
+ *   inside a query value.
  */
 export function redactUrl(url: string): string {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    return url
-      .replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i, '$1***@')
-      .replace(/([?&][^=&#]*=)[^&#]*/g, (pair, name: string) => (SECRET_PARAMETER.test(name) ? `${name}***` : pair));
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(url)?.[0] ?? '';
+  let rest = url.slice(scheme.length);
+  let userinfo = '';
+  const at = rest.lastIndexOf('@');
+  if (at !== -1) {
+    if (/[?#].*=/.test(rest.slice(0, at))) return `${scheme}***`;
+    userinfo = '***@';
+    rest = rest.slice(at + 1);
   }
-  if (parsed.username !== '') parsed.username = '***';
-  if (parsed.password !== '') parsed.password = '***';
-  for (const name of [...parsed.searchParams.keys()]) {
-    if (SECRET_PARAMETER.test(name)) parsed.searchParams.set(name, '***');
+  const hash = rest.indexOf('#');
+  const fragment = hash === -1 ? '' : '#***';
+  if (hash !== -1) rest = rest.slice(0, hash);
+  const question = rest.indexOf('?');
+  if (question !== -1) {
+    const pairs = rest.slice(question + 1).split('&');
+    const masked = pairs.map((pair) => {
+      const equals = pair.indexOf('=');
+      const name = [...new URLSearchParams(pair).keys()][0] ?? '';
+      return equals !== -1 && SECRET_PARAMETER.test(name) ? `${pair.slice(0, equals)}=***` : pair;
+    });
+    rest = `${rest.slice(0, question)}?${masked.join('&')}`;
   }
-  return parsed.toString();
+  return `${scheme}${userinfo}${rest}${fragment}`;
 }
