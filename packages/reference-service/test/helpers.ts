@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createLimiter, type Decision, type Limiter, type LimitRequest, type Store } from '@ratecard/core';
-import { memoryStore } from '@ratecard/memory';
+import { type MemoryStore, memoryStore } from '@ratecard/memory';
 import { redisStore } from '@ratecard/redis';
 import { redisForTests } from '@ratecard/redis/testing';
 import { Redis } from 'ioredis';
@@ -56,6 +56,16 @@ export interface RunningService {
   /** Connections the server holds open now. */
   connections(): Promise<number>;
   close(): Promise<void>;
+}
+
+/**
+ * A memory store whose clock stands still at the instant it is made: its buckets see no time pass, so what a test reads
+ * of them (Retry-After: 6 for the 11th request of 10 a minute, a third request refused by 2 a second) holds however
+ * long a busy machine takes to send the requests.
+ */
+export function stillMemoryStore(): MemoryStore {
+  const at = Date.now();
+  return memoryStore({ now: () => at });
 }
 
 /** The app on a real node:http server on 127.0.0.1, port 0, the way main.ts serves it. */
