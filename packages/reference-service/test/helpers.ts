@@ -164,7 +164,10 @@ export function sendRaw(
  * `suite` in a describe block titled `title`, its stores Redis stores over one client of a redis-server started for
  * it. Under CI=true this throws when no Redis can be had, so the suite fails instead of passing by skipping.
  */
-export async function describeOnRedis(title: string, suite: (newStore: () => Store) => void): Promise<void> {
+export async function describeOnRedis(
+  title: string,
+  suite: (newStore: (now?: () => number) => Store) => void,
+): Promise<void> {
   const target = await redisForTests(title);
   describe.skipIf(target === undefined)(title, () => {
     let client: Redis;
@@ -177,6 +180,7 @@ export async function describeOnRedis(title: string, suite: (newStore: () => Sto
       await client.quit();
       await target?.stop();
     });
-    suite(() => redisStore({ client }));
+    // Redis' own clock by default; the clock given, with one.
+    suite((now) => (now === undefined ? redisStore({ client }) : redisStore({ client, clock: 'client', now })));
   });
 }

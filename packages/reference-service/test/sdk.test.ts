@@ -35,16 +35,36 @@ async function rejection(call: Promise<unknown>): Promise<APIError> {
   throw new Error('the call resolved');
 }
 
+/**
+ * The clock the service's store reads: the real one, except while a test holds it still. A bucket refills all the
+ * time, so a request refused just now may pass a moment later: a burst a busy machine spreads over 1.9 s leaves the
+ * bucket a hair short of a token when it is refused, and the next request finds one.
+ */
+function holdableClock(): { now: () => number; hold: () => void; release: () => void } {
+  let heldAt: number | undefined;
+  return {
+    now: () => heldAt ?? Date.now(),
+    hold: () => {
+      heldAt = Date.now();
+    },
+    release: () => {
+      heldAt = undefined;
+    },
+  };
+}
+
 /** `@onkernel/sdk`, as a user would point it at `pnpm start`, driving every operation the service offers. */
-function sdkSuite(newStore: () => Store): void {
+function sdkSuite(newStore: (now: () => number) => Store): void {
   let service: RunningService;
   let tokens: ReturnType<typeof testKeys>['tokens'];
   let traffic: Traffic;
+  let clock: ReturnType<typeof holdableClock>;
 
   beforeEach(async () => {
     const made = testKeys('sdk');
     tokens = made.tokens;
-    service = await startService(newStore(), made.keys);
+    clock = holdableClock();
+    service = await startService(newStore(clock.now), made.keys);
     traffic = { calls: [] };
   });
   afterEach(async () => {
@@ -173,7 +193,9 @@ function sdkSuite(newStore: () => Store): void {
   });
 
   it('raises RateLimitError past the limit, and the SDK retry waits out Retry-After and then succeeds', async () => {
-    // 60 a minute: one token a second, so the refusal says Retry-After: 1.
+    // 60 a minute: one token a second, so the refusal says Retry-After: 1. The clock stands still until the patient
+    // client below has been refused too, which it would not be if a token came back in between.
+    clock.hold();
     const impatient = connect(service.url, tokens.fast, traffic, 0);
     let refused: APIError | undefined;
     for (let i = 0; i < 70 && refused === undefined; i++) {
@@ -190,7 +212,8 @@ function sdkSuite(newStore: () => Store): void {
     expect(refused?.headers?.get('retry-after')).toBe('1');
     expect(refused?.headers?.get('x-ratelimit-remaining')).toBe('0');
 
-    const patient: Traffic = { calls: [] };
+    // Time moves again once its first call is answered: its retry, a second later or more, finds the token back.
+    const patient: Traffic = { calls: [], onCall: clock.release };
     const retrying = connect(service.url, tokens.fast, patient);
     const started = Date.now();
     const created = await retrying.browsers.create();
@@ -202,7 +225,7 @@ function sdkSuite(newStore: () => Store): void {
 }
 
 describe('the SDK against the service on the memory store', () => {
-  sdkSuite(() => memoryStore());
+  sdkSuite((now) => memoryStore({ now }));
 });
 
 await describeOnRedis('the SDK against the service on the Redis store', sdkSuite);
