@@ -7,7 +7,7 @@ import { redisStore } from '@ratecard/redis';
 import { redisForTests } from '@ratecard/redis/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe } from 'vitest';
-import { type AppOptions, createApp, createServiceServer, type ServerLimits } from '../src/app.js';
+import { type AppOptions, createApp, createServiceServer, PoolRegistry, type ServerLimits } from '../src/app.js';
 import type { ApiKey, ApiKeys } from '../src/auth.js';
 
 export const ALL_SCOPES: ApiKey['scopes'] = ['browsers', 'browser_pools', 'invocations'];
@@ -55,6 +55,8 @@ export interface RunningService {
   errors: unknown[];
   /** Connections the server holds open now. */
   connections(): Promise<number>;
+  /** Acquires the app has asked of its pools so far; one that found no browser is waiting once counted. */
+  acquires(): number;
   close(): Promise<void>;
 }
 
@@ -66,6 +68,14 @@ export interface RunningService {
 export function stillMemoryStore(): MemoryStore {
   const at = Date.now();
   return memoryStore({ now: () => at });
+}
+
+/** Waits until `done` holds, checking every 10 ms; fails after 10 s (a busy machine) with `what`. */
+export async function until(done: () => boolean, what: string): Promise<void> {
+  for (let waited = 0; !done(); waited += 10) {
+    if (waited >= 10_000) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
 }
 
 /** The app on a real node:http server on 127.0.0.1, port 0, the way main.ts serves it. */
@@ -82,7 +92,16 @@ export async function startService(
     onDecision: (decision, request) => decisions.push({ decision, request }),
   });
   const { limits, ...stores } = extra;
-  const app = createApp({ limiter, keys, onError: (error) => errors.push(error), ...stores });
+  const pools = stores.pools ?? new PoolRegistry();
+  let acquires = 0;
+  const acquire = pools.acquire.bind(pools);
+  pools.acquire = (...args) => {
+    // Counted once the call has returned: by then one that found no browser has joined the waiters.
+    const session = acquire(...args);
+    acquires++;
+    return session;
+  };
+  const app = createApp({ limiter, keys, onError: (error) => errors.push(error), ...stores, pools });
   const server = createServiceServer(app, limits);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
@@ -92,6 +111,7 @@ export async function startService(
     limiter,
     decisions,
     errors,
+    acquires: () => acquires,
     connections: () =>
       new Promise((resolve, reject) =>
         server.getConnections((error, count) => (error ? reject(error) : resolve(count))),

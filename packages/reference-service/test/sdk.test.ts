@@ -9,7 +9,7 @@ import {
 import type { Store } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { describeOnRedis, type RunningService, startService, testKeys } from './helpers.js';
+import { describeOnRedis, type RunningService, startService, testKeys, until } from './helpers.js';
 import {
   ACQUIRED,
   allPools,
@@ -146,7 +146,8 @@ function sdkSuite(newStore: (now: () => number) => Store): void {
     // The SDK's long poll: none available within the timeout is a 204, which the SDK gives as null.
     expect(await kernel.browserPools.acquire('work', { acquire_timeout_seconds: 0 })).toBeNull();
     const waiting = kernel.browserPools.acquire('work', { acquire_timeout_seconds: 10 });
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Released once the fourth acquire waits, not after a fixed 100 ms that a busy machine can outlast.
+    await until(() => service.acquires() === 4, 'the fourth acquire');
     await kernel.browserPools.release('work', { session_id: first.session_id, reuse: true });
     const handedOver = await waiting;
     expect(handedOver.session_id).toBe(first.session_id);

@@ -1,7 +1,7 @@
 import type { Store } from '@ratecard/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MAX_BODY_BYTES } from '../src/body.js';
-import { type Answer, type RunningService, send, sendRaw, startService, testKeys } from './helpers.js';
+import { type Answer, type RunningService, send, sendRaw, startService, testKeys, until } from './helpers.js';
 
 const RATE_LIMITED = '{"code":"rate_limit_exceeded","message":"Rate limit exceeded. Please retry later."}';
 const UNAUTHORIZED =
@@ -320,7 +320,9 @@ export function serviceSuite(newStore: () => Store): void {
         token,
         body: { acquire_timeout_seconds: 10 },
       });
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // Released once the third acquire waits, not after a fixed 100 ms that a busy machine can outlast: the acquire
+      // would then find the released browser idle, and the hold go untested.
+      await until(() => service.acquires() === 3, 'the third acquire');
       await send(service.url, 'POST', '/browser-pools/wait/release', { token, body: { session_id: first.session_id } });
       const served = await waiting;
       expect(served.status).toBe(200);
