@@ -1,7 +1,8 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it, onTestFinished, vi } from 'vitest';
+import { STILL_CLOCK } from './support.js';
 
 const guide = readFileSync(new URL('../../../docs/http.md', import.meta.url), 'utf8');
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
@@ -30,9 +31,12 @@ afterEach(() => {
   for (const file of files.splice(0)) rmSync(file, { force: true });
 });
 
-/** Runs a server example on port 0 and resolves with the URL it prints. */
+/**
+ * Runs a server example on port 0, on a clock that stands still (support.ts), and resolves with the URL it prints: on
+ * the real clock, a second spent between the first and the eleventh request would make Retry-After 5.
+ */
 function startExample(name: string, code: string): Promise<string> {
-  const child = spawn(process.execPath, [writeExample(name, code)], {
+  const child = spawn(process.execPath, [STILL_CLOCK, writeExample(name, code)], {
     env: { ...process.env, PORT: '0' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -109,6 +113,11 @@ describe('the examples in docs/http.md, run as written', () => {
   });
 
   it('the fetch-handler example for other frameworks rate-limits web-standard requests', async () => {
+    // In this process: Date.now stands still instead, as it does for the examples run as servers.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    onTestFinished(() => {
+      vi.useRealTimers();
+    });
     const module = (await import(writeExample('handler', example('Other frameworks')))) as {
       handle: (request: Request) => Promise<Response>;
     };

@@ -5,6 +5,13 @@ import type { Identity } from '../src/evaluate.js';
 
 export const T0 = 1_700_000_000_000;
 
+/**
+ * A node flag that makes Date.now, the clock the memory store reads, stand still at the instant the process starts: a
+ * program's buckets then see no time pass, as if the machine ran it in no time, so what it prints or answers (10 of
+ * 12 requests at once against 10 a second, Retry-After: 6 for the 11th of 10 a minute) holds at any machine speed.
+ */
+export const STILL_CLOCK: string = `--import=data:text/javascript,${encodeURIComponent('const at = Date.now(); Date.now = () => at;')}`;
+
 /** A clock the test moves by hand; the memory store reads it, so Retry-After and remaining are exact. */
 export interface TestClock {
   now: () => number;

@@ -283,16 +283,18 @@ describe('ratecard.decisions', () => {
 
 describe('ratecard.store.duration', () => {
   it('marks a call that answered after the limiter stopped waiting with error.type store_timeout', async () => {
-    let answered = 0;
+    // The store answers when the test says, once the limiter has stopped waiting: an answer on a 60 ms timer of its
+    // own came before the deadline was judged when the event loop stalled past both (a starved CPU), and was taken.
+    let answer = (): void => {};
+    let answering: Promise<Outcome[]> | undefined;
     const slow: Store = {
       shared: false,
-      consume: () =>
-        new Promise<Outcome[]>((resolve) =>
-          setTimeout(() => {
-            answered++;
-            resolve([0]);
-          }, 60),
-        ),
+      consume: () => {
+        answering = new Promise<Outcome[]>((resolve) => {
+          answer = () => resolve([0]);
+        });
+        return answering;
+      },
       peek: () => Promise.resolve([0]),
       reset: () => {},
       close: () => {},
@@ -306,7 +308,10 @@ describe('ratecard.store.duration', () => {
     const decision = await limiter.consume(developer('org_a', 'POST /browsers'));
     expect(decision.source).toBe('fallback');
     await limiter.peek(developer('org_a', 'POST /browsers'));
-    while (answered < 1) await new Promise((resolve) => setTimeout(resolve, 10));
+    // 60 ms after the call at least, so its duration reads in seconds as 0.06 or more.
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    answer();
+    await answering;
 
     const collected = await otel.collect();
     expect(histogramCounts(collected)).toEqual({

@@ -2,12 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createLimiter, type Decision, type Limiter, type LimitRequest, type Store } from '@ratecard/core';
-import { memoryStore } from '@ratecard/memory';
+import { type MemoryStore, memoryStore } from '@ratecard/memory';
 import { redisStore } from '@ratecard/redis';
 import { redisForTests } from '@ratecard/redis/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe } from 'vitest';
-import { type AppOptions, createApp, createServiceServer, type ServerLimits } from '../src/app.js';
+import { type AppOptions, createApp, createServiceServer, PoolRegistry, type ServerLimits } from '../src/app.js';
 import type { ApiKey, ApiKeys } from '../src/auth.js';
 
 export const ALL_SCOPES: ApiKey['scopes'] = ['browsers', 'browser_pools', 'invocations'];
@@ -55,7 +55,27 @@ export interface RunningService {
   errors: unknown[];
   /** Connections the server holds open now. */
   connections(): Promise<number>;
+  /** Acquires the app has asked of its pools so far; one that found no browser is waiting once counted. */
+  acquires(): number;
   close(): Promise<void>;
+}
+
+/**
+ * A memory store whose clock stands still at the instant it is made: its buckets see no time pass, so what a test reads
+ * of them (Retry-After: 6 for the 11th request of 10 a minute, a third request refused by 2 a second) holds however
+ * long a busy machine takes to send the requests.
+ */
+export function stillMemoryStore(): MemoryStore {
+  const at = Date.now();
+  return memoryStore({ now: () => at });
+}
+
+/** Waits until `done` holds, checking every 10 ms; fails after 10 s (a busy machine) with `what`. */
+export async function until(done: () => boolean, what: string): Promise<void> {
+  for (let waited = 0; !done(); waited += 10) {
+    if (waited >= 10_000) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
 }
 
 /** The app on a real node:http server on 127.0.0.1, port 0, the way main.ts serves it. */
@@ -72,7 +92,16 @@ export async function startService(
     onDecision: (decision, request) => decisions.push({ decision, request }),
   });
   const { limits, ...stores } = extra;
-  const app = createApp({ limiter, keys, onError: (error) => errors.push(error), ...stores });
+  const pools = stores.pools ?? new PoolRegistry();
+  let acquires = 0;
+  const acquire = pools.acquire.bind(pools);
+  pools.acquire = (...args) => {
+    // Counted once the call has returned: by then one that found no browser has joined the waiters.
+    const session = acquire(...args);
+    acquires++;
+    return session;
+  };
+  const app = createApp({ limiter, keys, onError: (error) => errors.push(error), ...stores, pools });
   const server = createServiceServer(app, limits);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
@@ -82,6 +111,7 @@ export async function startService(
     limiter,
     decisions,
     errors,
+    acquires: () => acquires,
     connections: () =>
       new Promise((resolve, reject) =>
         server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
@@ -154,7 +184,10 @@ export function sendRaw(
  * `suite` in a describe block titled `title`, its stores Redis stores over one client of a redis-server started for
  * it. Under CI=true this throws when no Redis can be had, so the suite fails instead of passing by skipping.
  */
-export async function describeOnRedis(title: string, suite: (newStore: () => Store) => void): Promise<void> {
+export async function describeOnRedis(
+  title: string,
+  suite: (newStore: (now?: () => number) => Store) => void,
+): Promise<void> {
   const target = await redisForTests(title);
   describe.skipIf(target === undefined)(title, () => {
     let client: Redis;
@@ -167,6 +200,7 @@ export async function describeOnRedis(title: string, suite: (newStore: () => Sto
       await client.quit();
       await target?.stop();
     });
-    suite(() => redisStore({ client }));
+    // Redis' own clock by default; the clock given, with one.
+    suite((now) => (now === undefined ? redisStore({ client }) : redisStore({ client, clock: 'client', now })));
   });
 }

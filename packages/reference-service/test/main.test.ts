@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -51,6 +52,15 @@ async function urlOf(started: Started): Promise<string> {
   throw new Error(`the service printed no URL; stdout: ${started.output()} stderr: ${started.errors()}`);
 }
 
+/** Waits until the service has printed `line`, as it does once it has taken a signal. */
+async function printed(started: Started, line: string): Promise<void> {
+  for (let waited = 0; waited < 10_000; waited += 20) {
+    if (started.output().includes(line)) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`the service did not print "${line}"; stdout: ${started.output()} stderr: ${started.errors()}`);
+}
+
 it('starts like pnpm start, prints URL, store and demo tokens, serves, and drains on SIGTERM to exit 0', async () => {
   const started = run({ PORT: '0' });
   const url = await urlOf(started);
@@ -67,59 +77,72 @@ it('starts like pnpm start, prints URL, store and demo tokens, serves, and drain
 
   // A request still arriving when SIGTERM lands is finished, not cut.
   const held = heldRequest(url);
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  await held.arrived;
   started.child.kill('SIGTERM');
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  await printed(started, 'SIGTERM: finishing in-flight requests');
   held.finish();
   const answer = await held.answer;
-  expect(answer.status).toBe(202);
-  expect(answer.headers.get('connection')).toBe('close');
+  expect(answer.statusCode).toBe(202);
+  expect(answer.headers.connection).toBe('close');
   expect(await started.exited).toBe(0);
   expect(started.output()).toContain('SIGTERM: finishing in-flight requests');
   expect(started.errors()).toBe('');
 }, 20_000);
 
-/** A POST /invocations whose body arrives only when `finish` is called: a request held in flight. */
-function heldRequest(url: string): { answer: Promise<Response>; finish: () => void } {
-  let finish = (): void => {};
-  const body = new ReadableStream<Uint8Array>({
-    start(controller) {
-      controller.enqueue(new TextEncoder().encode('{"action":'));
-      finish = () => {
-        controller.enqueue(new TextEncoder().encode('"run"}'));
-        controller.close();
-      };
+/**
+ * A POST /invocations whose body arrives only when `finish` is called: a request held in flight. `arrived` resolves
+ * once the service holds it: the 100 Continue it asks for is sent as node hands the request to the service, so a signal
+ * sent after that finds it in flight, however long a busy machine took to get it there (a fixed wait did not).
+ */
+function heldRequest(url: string): { arrived: Promise<void>; answer: Promise<IncomingMessage>; finish: () => void } {
+  const request = httpRequest(`${url}/invocations`, {
+    method: 'POST',
+    headers: {
+      authorization: 'Bearer rc_demo_developer',
+      'content-type': 'application/json',
+      expect: '100-continue',
     },
   });
-  const answer = fetch(`${url}/invocations`, {
-    method: 'POST',
-    headers: { authorization: 'Bearer rc_demo_developer', 'content-type': 'application/json' },
-    body,
-    duplex: 'half',
-  } as RequestInit);
-  return { answer, finish: () => finish() };
+  const arrived = new Promise<void>((resolve) => {
+    request.once('continue', () => {
+      request.write('{"action":');
+      resolve();
+    });
+  });
+  const answer = new Promise<IncomingMessage>((resolve, reject) => {
+    request.once('response', (response) => {
+      response.resume();
+      resolve(response);
+    });
+    request.on('error', reject);
+  });
+  request.flushHeaders();
+  return { arrived, answer, finish: () => request.end('"run"}') };
 }
 
 it('takes a SIGINT repeated at once (a relayed Ctrl-C) as one, and a later second signal as "stop now"', async () => {
   const relayed = run({ PORT: '0' });
   const held = heldRequest(await urlOf(relayed));
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  await held.arrived;
   relayed.child.kill('SIGINT');
-  // Apart enough to arrive as two signals (the kernel merges two sent back to back), as a relayed one does.
-  await new Promise((resolve) => setTimeout(resolve, 50));
+  // Once the first is taken, so the two arrive as two signals (the kernel merges two sent back to back), as a relayed
+  // one does.
+  await printed(relayed, 'SIGINT: finishing in-flight requests');
   relayed.child.kill('SIGINT');
   await new Promise((resolve) => setTimeout(resolve, 200));
   expect(relayed.child.exitCode).toBeNull();
   held.finish();
-  expect((await held.answer).status).toBe(202);
+  expect((await held.answer).statusCode).toBe(202);
   expect(await relayed.exited).toBe(0);
   expect(relayed.output()).not.toContain('again');
 
   const impatient = run({ PORT: '0' });
   const stuck = heldRequest(await urlOf(impatient));
   stuck.answer.catch(() => {});
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  await stuck.arrived;
   impatient.child.kill('SIGINT');
+  // 1.1 s counted from when the service took the first signal, which a busy machine may do late: more than its 1 s.
+  await printed(impatient, 'SIGINT: finishing in-flight requests');
   await new Promise((resolve) => setTimeout(resolve, 1_100));
   impatient.child.kill('SIGTERM');
   expect(await impatient.exited).toBe(1);

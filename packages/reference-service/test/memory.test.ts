@@ -1,7 +1,7 @@
-import { memoryStore } from '@ratecard/memory';
 import { describe } from 'vitest';
+import { stillMemoryStore } from './helpers.js';
 import { serviceSuite } from './service-suite.js';
 
 describe('the reference service on the memory store', () => {
-  serviceSuite(() => memoryStore());
+  serviceSuite(stillMemoryStore);
 });

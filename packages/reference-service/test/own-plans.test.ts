@@ -2,7 +2,7 @@ import { createLimiter, type Limiter, perDay, perMinute, perSecond, type Store }
 import { memoryStore } from '@ratecard/memory';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createApp, createServiceServer } from '../src/app.js';
-import { send, testKeys } from './helpers.js';
+import { send, stillMemoryStore, testKeys } from './helpers.js';
 
 /** The limiter of docs/reference-service.md, "With plans of your own": change the two together. */
 function ownPlansLimiter(store: Store): Limiter {
@@ -34,7 +34,8 @@ afterEach(async () => {
 
 async function start(): Promise<{ url: string; tokens: ReturnType<typeof testKeys>['tokens'] }> {
   const { keys, tokens } = testKeys('own');
-  const limiter = ownPlansLimiter(memoryStore());
+  // On a clock that stands still: 2 a second refills a token every 500 ms, which three requests on a busy machine took.
+  const limiter = ownPlansLimiter(stillMemoryStore());
   const server = createServiceServer(createApp({ limiter, keys, onError: (error) => console.error(error) }));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as { port: number };

@@ -1,8 +1,7 @@
 import { readFileSync } from 'node:fs';
-import { memoryStore } from '@ratecard/memory';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { DEMO_KEYS_FILE, loadKeysFile } from '../src/config.js';
-import { type RunningService, startService } from './helpers.js';
+import { type RunningService, startService, stillMemoryStore } from './helpers.js';
 
 const doc = readFileSync(new URL('../../../docs/reference-service.md', import.meta.url), 'utf8');
 const section = /<!-- quickstart:[^>]*-->\n```sh\n([\s\S]*?)```\n\nIt prints[^\n]*\n\n```text\n([\s\S]*?)```/.exec(doc);
@@ -23,7 +22,8 @@ curl -si -X POST localhost:3000/browsers -H "Authorization: Bearer $TOKEN"
 
 let service: RunningService;
 beforeAll(async () => {
-  service = await startService(memoryStore(), loadKeysFile(DEMO_KEYS_FILE));
+  // On a clock that stands still: the transcript's Retry-After: 6 holds however long the eleven requests take.
+  service = await startService(stillMemoryStore(), loadKeysFile(DEMO_KEYS_FILE));
 });
 afterAll(async () => {
   await service.close();

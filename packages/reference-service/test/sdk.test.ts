@@ -9,7 +9,7 @@ import {
 import type { Store } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { describeOnRedis, type RunningService, startService, testKeys } from './helpers.js';
+import { describeOnRedis, type RunningService, startService, testKeys, until } from './helpers.js';
 import {
   ACQUIRED,
   allPools,
@@ -35,16 +35,36 @@ async function rejection(call: Promise<unknown>): Promise<APIError> {
   throw new Error('the call resolved');
 }
 
+/**
+ * The clock the service's store reads: the real one, except while a test holds it still. A bucket refills all the
+ * time, so a request refused just now may pass a moment later: a burst a busy machine spreads over 1.9 s leaves the
+ * bucket a hair short of a token when it is refused, and the next request finds one.
+ */
+function holdableClock(): { now: () => number; hold: () => void; release: () => void } {
+  let heldAt: number | undefined;
+  return {
+    now: () => heldAt ?? Date.now(),
+    hold: () => {
+      heldAt = Date.now();
+    },
+    release: () => {
+      heldAt = undefined;
+    },
+  };
+}
+
 /** `@onkernel/sdk`, as a user would point it at `pnpm start`, driving every operation the service offers. */
-function sdkSuite(newStore: () => Store): void {
+function sdkSuite(newStore: (now: () => number) => Store): void {
   let service: RunningService;
   let tokens: ReturnType<typeof testKeys>['tokens'];
   let traffic: Traffic;
+  let clock: ReturnType<typeof holdableClock>;
 
   beforeEach(async () => {
     const made = testKeys('sdk');
     tokens = made.tokens;
-    service = await startService(newStore(), made.keys);
+    clock = holdableClock();
+    service = await startService(newStore(clock.now), made.keys);
     traffic = { calls: [] };
   });
   afterEach(async () => {
@@ -126,7 +146,8 @@ function sdkSuite(newStore: () => Store): void {
     // The SDK's long poll: none available within the timeout is a 204, which the SDK gives as null.
     expect(await kernel.browserPools.acquire('work', { acquire_timeout_seconds: 0 })).toBeNull();
     const waiting = kernel.browserPools.acquire('work', { acquire_timeout_seconds: 10 });
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Released once the fourth acquire waits, not after a fixed 100 ms that a busy machine can outlast.
+    await until(() => service.acquires() === 4, 'the fourth acquire');
     await kernel.browserPools.release('work', { session_id: first.session_id, reuse: true });
     const handedOver = await waiting;
     expect(handedOver.session_id).toBe(first.session_id);
@@ -173,7 +194,9 @@ function sdkSuite(newStore: () => Store): void {
   });
 
   it('raises RateLimitError past the limit, and the SDK retry waits out Retry-After and then succeeds', async () => {
-    // 60 a minute: one token a second, so the refusal says Retry-After: 1.
+    // 60 a minute: one token a second, so the refusal says Retry-After: 1. The clock stands still until the patient
+    // client below has been refused too, which it would not be if a token came back in between.
+    clock.hold();
     const impatient = connect(service.url, tokens.fast, traffic, 0);
     let refused: APIError | undefined;
     for (let i = 0; i < 70 && refused === undefined; i++) {
@@ -190,7 +213,8 @@ function sdkSuite(newStore: () => Store): void {
     expect(refused?.headers?.get('retry-after')).toBe('1');
     expect(refused?.headers?.get('x-ratelimit-remaining')).toBe('0');
 
-    const patient: Traffic = { calls: [] };
+    // Time moves again once its first call is answered: its retry, a second later or more, finds the token back.
+    const patient: Traffic = { calls: [], onCall: clock.release };
     const retrying = connect(service.url, tokens.fast, patient);
     const started = Date.now();
     const created = await retrying.browsers.create();
@@ -202,7 +226,7 @@ function sdkSuite(newStore: () => Store): void {
 }
 
 describe('the SDK against the service on the memory store', () => {
-  sdkSuite(() => memoryStore());
+  sdkSuite((now) => memoryStore({ now }));
 });
 
 await describeOnRedis('the SDK against the service on the Redis store', sdkSuite);

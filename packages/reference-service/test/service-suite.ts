@@ -1,7 +1,7 @@
 import type { Store } from '@ratecard/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MAX_BODY_BYTES } from '../src/body.js';
-import { type Answer, type RunningService, send, sendRaw, startService, testKeys } from './helpers.js';
+import { type Answer, type RunningService, send, sendRaw, startService, testKeys, until } from './helpers.js';
 
 const RATE_LIMITED = '{"code":"rate_limit_exceeded","message":"Rate limit exceeded. Please retry later."}';
 const UNAUTHORIZED =
@@ -31,6 +31,7 @@ export function serviceSuite(newStore: () => Store): void {
 
   describe('the rate limit', () => {
     it('answers the 11th POST /browsers of a Developer organization in one burst with 429 and Retry-After: 6', async () => {
+      const started = performance.now();
       for (let i = 1; i <= 10; i++) {
         const answer = await send(service.url, 'POST', '/browsers', { token: tokens.developer });
         expect(answer.status).toBe(201);
@@ -38,8 +39,11 @@ export function serviceSuite(newStore: () => Store): void {
         expect(answer.headers.get('x-ratelimit-remaining')).toBe(String(10 - i));
       }
       const denied = await send(service.url, 'POST', '/browsers', { token: tokens.developer });
+      const elapsed = performance.now() - started;
       expectError(denied, 429, RATE_LIMITED);
-      expect(denied.headers.get('retry-after')).toBe('6');
+      // A token refills every 6 s: 6 when the burst took under a second, as it does on the memory store's clock that
+      // stands still (memory.test.ts). Redis reads its own clock, which a busy machine can move a second meanwhile.
+      expect(elapsed < 1_000 ? ['6'] : ['1', '2', '3', '4', '5', '6']).toContain(denied.headers.get('retry-after'));
       expect(denied.headers.get('x-ratelimit-limit')).toBe('10');
       expect(denied.headers.get('x-ratelimit-remaining')).toBe('0');
       // Every answer came from the store under test, not from a fallback.
@@ -316,7 +320,9 @@ export function serviceSuite(newStore: () => Store): void {
         token,
         body: { acquire_timeout_seconds: 10 },
       });
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // Released once the third acquire waits, not after a fixed 100 ms that a busy machine can outlast: the acquire
+      // would then find the released browser idle, and the hold go untested.
+      await until(() => service.acquires() === 3, 'the third acquire');
       await send(service.url, 'POST', '/browser-pools/wait/release', { token, body: { session_id: first.session_id } });
       const served = await waiting;
       expect(served.status).toBe(200);

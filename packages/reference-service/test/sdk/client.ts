@@ -124,6 +124,8 @@ export function problemsOf<T>(value: unknown, shape: Shape<T>): string[] {
 /** Every request the client sends, with the status it got, in order. */
 export interface Traffic {
   calls: { method: string; url: string; status: number }[];
+  /** Called as each call is recorded, before the SDK reads its response. */
+  onCall?: () => void;
 }
 
 /** An SDK client of the service at `baseURL` that records its traffic. */
@@ -131,6 +133,7 @@ export function connect(baseURL: string, apiKey: string, traffic: Traffic, maxRe
   const recording = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
     const response = await fetch(input, init);
     traffic.calls.push({ method: init?.method ?? 'GET', url: String(input), status: response.status });
+    traffic.onCall?.();
     return response;
   };
   return new Kernel({ apiKey, baseURL, maxRetries, fetch: recording });
