@@ -121,10 +121,11 @@ export type SendCalls = (batch: CallBatch, from: number, to: number) => Promise<
  *   outstanding and the queue grows, so it is also pruned whenever it has doubled since it was last pruned: it holds
  *   about one budget's worth of calls, however long the hang lasts.
  *
- * - While the client connects (before it was first ready; in a cluster, also to a master it has not reached yet),
- *   calls wait here (not in the client's offline queue, where they would outlive their deadlines), expired ones are
- *   dropped, and a flush looks again every READY_POLL_MS. A client that lost its connection gets no calls: the store
- *   refuses them when they are made (see the store's consume).
+ * - While the client connects (before it was first ready, no attempt failed yet; in a cluster, also to a master it has
+ *   not reached yet), calls wait here (not in the client's offline queue, where they would outlive their deadlines),
+ *   expired ones are dropped, and a flush looks again every READY_POLL_MS. A client that lost its connection, or whose
+ *   first attempt failed, gets no calls: the store refuses them when they are made (see the store's consume), and
+ *   those waiting here when the attempt fails are refused at the next look.
  *
  * Standalone, a flush is one script call per `maxPerCall` calls. In a cluster, calls are grouped by the master that
  * serves their slot (a call's key is in its organization's slot), as the client's slot map has it: one script
