@@ -81,8 +81,11 @@ export class CallBatch {
   }
 }
 
-/** Called with how many queued calls passed their deadline unsent; returns the error they are rejected with. */
-export type ExpireCalls = (count: number) => unknown;
+/**
+ * Called with how many queued calls passed their deadline unsent, and whether they were waiting for the client's first
+ * connection (each for its whole budget); returns the error they are rejected with.
+ */
+export type ExpireCalls = (count: number, connecting: boolean) => unknown;
 
 /** The fewest calls in each half of a flush split across two free in-flight slots. */
 const MIN_HALF = 64;
@@ -233,7 +236,7 @@ export class AutoBatcher {
       if (i >= first && batch.expired(i, now, connecting)) expired.takeFrom(batch, i);
       else kept.takeFrom(batch, i);
     }
-    expired.rejectAll(this.expire(expired.length), 0, expired.length);
+    expired.rejectAll(this.expire(expired.length, connecting), 0, expired.length);
     return kept;
   }
 

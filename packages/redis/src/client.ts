@@ -75,7 +75,7 @@ export type RedisClient = IoredisClient | NodeRedisClient | NodeRedisCluster;
 /**
  * What the client can do now: send; wait (connecting for the first time, no attempt failed yet); nothing until it
  * reconnects (down: it was ready and lost its connection); nothing until it connects (unreached: it was never ready,
- * and an attempt failed); or nothing ever again (closed).
+ * and an attempt failed or outlasted a call's budget); or nothing ever again (closed).
  */
 export type ClientState = 'ready' | 'waiting' | 'down' | 'unreached' | 'closed';
 
@@ -91,6 +91,11 @@ export interface Connection {
    */
   readonly writesNextTurn: boolean;
   state(): ClientState;
+  /**
+   * A call waited its whole budget for the client's first connection: the client counts as unreached from now until it
+   * is ready, as after a failed attempt (some clients retry a first connection without showing it, see ioredisConnection).
+   */
+  waitedOut(): void;
   /** Takes back what the adapter put on the client (the store is closed). */
   release(): void;
   /** One command; bulk string replies as Buffers. In a cluster, `key` routes it to the node serving that key. */
@@ -129,7 +134,10 @@ const noDirectRoute = (master: string, why: NoRoute): Promise<never> => Promise.
 /** RESP's blob string type (`$`), mapped to Buffer so packed replies arrive as bytes under RESP2 and RESP3. */
 const BUFFERS: NodeRedisCommandOptions = { typeMapping: { 36: Buffer } };
 
-function ioredisConnection(client: IoredisClient): Connection {
+/** Adapters before rememberingAttempts gives them what the store needs of a client's past. */
+type Adapter = Omit<Connection, 'waitedOut'>;
+
+function ioredisConnection(client: IoredisClient): Adapter {
   let connectAsked = false;
   const cluster = client.isCluster === true;
   /** Masters this client had a ready connection to: one it has dropped since (a connection that ended) is down. */
@@ -143,7 +151,8 @@ function ioredisConnection(client: IoredisClient): Connection {
       if (status === 'ready') return 'ready';
       if (status === 'end') return 'closed';
       // An attempt failed (refused, reset, AUTH refused) or the connection was lost: the client waits out its retry
-      // delay in these, and is 'connecting' again only for the moment an attempt on a refused port takes.
+      // delay in these, and is 'connecting' again only for the moment an attempt on a refused port takes. A
+      // Sentinel-managed client that finds no sentinel stays 'connecting' throughout (see Connection.waitedOut).
       if (status === 'reconnecting' || status === 'close' || status === 'disconnecting') return 'down';
       if (status === 'wait' && !connectAsked && typeof client.connect === 'function') {
         // A lazyConnect client connects on its first command, and the store sends none before it is ready: ask.
@@ -180,7 +189,7 @@ function ioredisConnection(client: IoredisClient): Connection {
  * only while the client has never been ready: an 'error' listener would change what an unheard error does (node-redis
  * ends the process on one, as its users expect).
  */
-function nodeRedisConnection(client: NodeRedisClient): Connection {
+function nodeRedisConnection(client: NodeRedisClient): Adapter {
   let everReady = false;
   let retried = false;
   let listening = false;
@@ -193,7 +202,7 @@ function nodeRedisConnection(client: NodeRedisClient): Connection {
     listening = false;
     client.off?.('reconnecting', onRetry);
   };
-  const adapter: Connection = {
+  const adapter: Adapter = {
     kind: 'node-redis',
     cluster: false,
     writesNextTurn: true,
@@ -219,7 +228,7 @@ function nodeRedisConnection(client: NodeRedisClient): Connection {
   return adapter;
 }
 
-function nodeRedisClusterConnection(cluster: NodeRedisCluster): Connection {
+function nodeRedisClusterConnection(cluster: NodeRedisCluster): Adapter {
   return {
     kind: 'node-redis cluster',
     cluster: true,
@@ -262,7 +271,7 @@ export function connectionTo(client: unknown): Connection | undefined {
  * often seconds away, and every call would wait out its budget meanwhile. A client shows a failed attempt only until
  * its next one starts, so the adapter remembers it.
  */
-function rememberingAttempts(adapter: Connection): Connection {
+function rememberingAttempts(adapter: Adapter): Connection {
   let wasReady = false;
   let failed = false;
   return {
@@ -276,6 +285,9 @@ function rememberingAttempts(adapter: Connection): Connection {
         if (failed) return 'unreached';
       }
       return now;
+    },
+    waitedOut() {
+      if (!wasReady) failed = true;
     },
   };
 }

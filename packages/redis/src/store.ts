@@ -73,8 +73,9 @@ export interface RedisStoreStats {
   unavailable: number;
   /**
    * Consume calls that charged nothing because their caller had stopped waiting (the limiter's policy had answered
-   * them): dropped unsent, queued behind a slow or hung Redis past the limiter's budget; or refused by the script,
-   * which they reached too late (held in a paused or hung server, or sent again by the client after it reconnected).
+   * them): dropped unsent, queued behind a slow or hung Redis past the limiter's budget or waiting a whole budget for
+   * the client's first connection; or refused by the script, which they reached too late (held in a paused or hung
+   * server, or sent again by the client after it reconnected).
    */
   expired: number;
   /**
@@ -189,6 +190,8 @@ class RedisBucketStore implements RedisStore {
     'store_timeout',
     'ratecard: Redis has not answered a call within its budget; calls are refused at once until it answers',
   );
+  /** For calls that waited their whole budget for the client's first connection; made on first need. */
+  private notConnectedError: RateLimitError | undefined;
 
   constructor(options: RedisStoreOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -356,9 +359,17 @@ class RedisBucketStore implements RedisStore {
     this.scriptReloads++;
   };
 
-  private readonly onExpired = (count: number): RateLimitError => {
+  private readonly onExpired = (count: number, connecting = false): RateLimitError => {
     this.expired += count;
-    return this.expiredError;
+    if (!connecting) return this.expiredError;
+    // A first connection that outlasts a whole budget is as good as failed: a Sentinel-managed ioredis client that
+    // finds no sentinel, or a host that drops packets, shows nothing else.
+    this.connection.waitedOut();
+    this.notConnectedError ??= sharedError(
+      'store_timeout',
+      `ratecard: the ${this.connection.kind} client has not connected to Redis within a call's budget since it was made; calls are refused at once until it connects`,
+    );
+    return this.notConnectedError;
   };
 
   /** Sends calls `from`..`to` of a batch as one consume script call and settles each from the reply. */
@@ -636,7 +647,7 @@ class RedisBucketStore implements RedisStore {
           : state === 'down'
             ? 'lost its connection to Redis and is reconnecting; calls are refused at once until it is ready'
             : state === 'unreached'
-              ? 'has not connected to Redis since it was made (its first attempt failed); calls are refused at once until it connects'
+              ? "has not connected to Redis since it was made (its first attempt failed, or outlasted a call's budget); calls are refused at once until it connects"
               : 'is not ready (connecting)';
       error = sharedError('store_unavailable', `ratecard: the ${kind} client ${what}`);
       this.notReadyErrors.set(state, error);

@@ -239,7 +239,7 @@ describe.skipIf(!canSpawn)('a client that has not connected since it was made', 
         expect(error).toBeInstanceOf(RateLimitError);
         expect((error as RateLimitError).code).toBe('store_unavailable');
         expect(((error as RateLimitError).cause as Error).message).toBe(
-          `ratecard: the ${kind.name.startsWith('node-redis') ? 'node-redis' : 'ioredis'} client ${NOT_CONNECTED}); calls are refused at once until it connects`,
+          `ratecard: the ${kind.name.startsWith('node-redis') ? 'node-redis' : 'ioredis'} client ${NOT_CONNECTED}, or outlasted a call's budget); calls are refused at once until it connects`,
         );
 
         await broken.repair();
@@ -337,6 +337,25 @@ describe.skipIf(!canSpawn)('a client that has not connected since it was made', 
     expect(lines).toHaveLength(1);
     expect(lines[0]).toContain(
       'ratecard: the node-redis cluster client is not open: connect it with `await client.connect()` (a cluster whose connect() failed stays closed until it is called again)',
+    );
+  });
+
+  it('refuses a Sentinel-managed ioredis client that finds no sentinel, once a call has waited its budget', async () => {
+    // Such a client stays 'connecting' while it retries its sentinels: only a call's budget tells.
+    const port = await freePort();
+    const client = new Redis({ sentinels: [{ host: HOST, port }], name: 'ratecard', sentinelRetryStrategy: () => 20 });
+    client.on('error', () => {});
+    closing.push(async () => client.disconnect());
+    const { store, limiter, lines } = limiterOn(client as unknown as RedisClient, 200);
+    const request = requestOf(uniqueOrg('never-sentinel'));
+    expect((await limiter.consume(request)).source).toBe('fallback');
+    expect(store.stats()).toMatchObject({ expired: 1, unavailable: 0, sent: 0 });
+    const decisions = await Promise.all(Array.from({ length: 20 }, () => limiter.consume(request)));
+    expect(new Set(decisions.map((decision) => decision.source))).toEqual(new Set(['fallback']));
+    expect(store.stats()).toMatchObject({ expired: 1, unavailable: 20, sent: 0 });
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(
+      "(store_timeout: ratecard: the ioredis client has not connected to Redis within a call's budget since it was made",
     );
   });
 });
