@@ -81,8 +81,11 @@ export class CallBatch {
   }
 }
 
-/** Called with how many queued calls passed their deadline unsent; returns the error they are rejected with. */
-export type ExpireCalls = (count: number) => unknown;
+/**
+ * Called with how many queued calls passed their deadline unsent, and whether they were waiting for the client's first
+ * connection (each for its whole budget); returns the error they are rejected with.
+ */
+export type ExpireCalls = (count: number, connecting: boolean) => unknown;
 
 /** The fewest calls in each half of a flush split across two free in-flight slots. */
 const MIN_HALF = 64;
@@ -121,10 +124,11 @@ export type SendCalls = (batch: CallBatch, from: number, to: number) => Promise<
  *   outstanding and the queue grows, so it is also pruned whenever it has doubled since it was last pruned: it holds
  *   about one budget's worth of calls, however long the hang lasts.
  *
- * - While the client connects (before it was first ready; in a cluster, also to a master it has not reached yet),
- *   calls wait here (not in the client's offline queue, where they would outlive their deadlines), expired ones are
- *   dropped, and a flush looks again every READY_POLL_MS. A client that lost its connection gets no calls: the store
- *   refuses them when they are made (see the store's consume).
+ * - While the client connects (before it was first ready, no attempt failed yet; in a cluster, also to a master it has
+ *   not reached yet), calls wait here (not in the client's offline queue, where they would outlive their deadlines),
+ *   expired ones are dropped, and a flush looks again every READY_POLL_MS. A client that lost its connection, or whose
+ *   first attempt failed, gets no calls: the store refuses them when they are made (see the store's consume), and
+ *   those waiting here when the attempt fails are refused at the next look.
  *
  * Standalone, a flush is one script call per `maxPerCall` calls. In a cluster, calls are grouped by the master that
  * serves their slot (a call's key is in its organization's slot), as the client's slot map has it: one script
@@ -232,7 +236,7 @@ export class AutoBatcher {
       if (i >= first && batch.expired(i, now, connecting)) expired.takeFrom(batch, i);
       else kept.takeFrom(batch, i);
     }
-    expired.rejectAll(this.expire(expired.length), 0, expired.length);
+    expired.rejectAll(this.expire(expired.length, connecting), 0, expired.length);
     return kept;
   }
 

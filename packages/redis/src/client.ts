@@ -2,12 +2,17 @@ import type { LuaScript } from './scripts/lua-script.js';
 
 /**
  * The clients `redisStore` accepts, described by the few members it uses, so that none of them is a dependency. The
- * store registers nothing on a client (no command, no listener) and sends only EVALSHA and EVAL.
+ * store registers no command on a client and sends only EVALSHA and EVAL; its one listener is node-redis'
+ * 'reconnecting', while a client has never been ready (see nodeRedisConnection).
  */
 
 /** ioredis 5/6 `Redis` (standalone or Sentinel-managed) and `Cluster`, and iovalkey's, which share ioredis' API. */
 export interface IoredisClient {
-  /** 'ready' when a command goes straight to Redis; 'wait' for a `lazyConnect` client; 'end' once closed. */
+  /**
+   * 'ready' when a command goes straight to Redis; 'wait' for a `lazyConnect` client; 'connecting' and 'connect'
+   * while an attempt is under way; 'close' and 'reconnecting' (a `Cluster` also 'disconnecting') once one failed or a
+   * connection was lost, until the next attempt; 'end' once closed.
+   */
   readonly status: string;
   /** True for a `Cluster`. */
   readonly isCluster?: boolean;
@@ -36,6 +41,9 @@ export interface NodeRedisClient {
   readonly isOpen: boolean;
   readonly isReady: boolean;
   sendCommand(args: readonly (string | Buffer)[], options?: NodeRedisCommandOptions): Promise<unknown>;
+  /** Emitted as the client starts an attempt after one failed or a connection was lost. */
+  once?(event: 'reconnecting', listener: () => void): unknown;
+  off?(event: 'reconnecting', listener: () => void): unknown;
 }
 
 /** A node in node-redis' slot map; `client` is its connection, once made. */
@@ -65,10 +73,11 @@ export interface NodeRedisCluster {
 export type RedisClient = IoredisClient | NodeRedisClient | NodeRedisCluster;
 
 /**
- * What the client can do now: send; wait (connecting, before it was ever ready); nothing until it reconnects (down: it
- * was ready and lost its connection); or nothing ever again (closed).
+ * What the client can do now: send; wait (connecting for the first time, no attempt failed yet); nothing until it
+ * reconnects (down: it was ready and lost its connection); nothing until it connects (unreached: it was never ready,
+ * and an attempt failed or outlasted a call's budget); or nothing ever again (closed).
  */
-export type ClientState = 'ready' | 'waiting' | 'down' | 'closed';
+export type ClientState = 'ready' | 'waiting' | 'down' | 'unreached' | 'closed';
 
 /** The store's one port to Redis: each client gets a thin adapter of this shape (see `connectionTo`). */
 export interface Connection {
@@ -82,6 +91,13 @@ export interface Connection {
    */
   readonly writesNextTurn: boolean;
   state(): ClientState;
+  /**
+   * A call waited its whole budget for the client's first connection: the client counts as unreached from now until it
+   * is ready, as after a failed attempt (some clients retry a first connection without showing it, see ioredisConnection).
+   */
+  waitedOut(): void;
+  /** Takes back what the adapter put on the client (the store is closed). */
+  release(): void;
   /** One command; bulk string replies as Buffers. In a cluster, `key` routes it to the node serving that key. */
   send(args: (string | Buffer)[], key: string | undefined): Promise<unknown>;
   /** In a cluster: the address of the master serving `slot` in the client's slot map, if it knows one. */
@@ -118,7 +134,10 @@ const noDirectRoute = (master: string, why: NoRoute): Promise<never> => Promise.
 /** RESP's blob string type (`$`), mapped to Buffer so packed replies arrive as bytes under RESP2 and RESP3. */
 const BUFFERS: NodeRedisCommandOptions = { typeMapping: { 36: Buffer } };
 
-function ioredisConnection(client: IoredisClient): Connection {
+/** Adapters before rememberingAttempts gives them what the store needs of a client's past. */
+type Adapter = Omit<Connection, 'waitedOut'>;
+
+function ioredisConnection(client: IoredisClient): Adapter {
   let connectAsked = false;
   const cluster = client.isCluster === true;
   /** Masters this client had a ready connection to: one it has dropped since (a connection that ended) is down. */
@@ -131,6 +150,10 @@ function ioredisConnection(client: IoredisClient): Connection {
       const status = client.status;
       if (status === 'ready') return 'ready';
       if (status === 'end') return 'closed';
+      // An attempt failed (refused, reset, AUTH refused) or the connection was lost: the client waits out its retry
+      // delay in these, and is 'connecting' again only for the moment an attempt on a refused port takes. A
+      // Sentinel-managed client that finds no sentinel stays 'connecting' throughout (see Connection.waitedOut).
+      if (status === 'reconnecting' || status === 'close' || status === 'disconnecting') return 'down';
       if (status === 'wait' && !connectAsked && typeof client.connect === 'function') {
         // A lazyConnect client connects on its first command, and the store sends none before it is ready: ask.
         connectAsked = true;
@@ -138,6 +161,7 @@ function ioredisConnection(client: IoredisClient): Connection {
       }
       return 'waiting';
     },
+    release: () => undefined,
     send: (args) => client.callBuffer(args[0] as string, args.slice(1)),
     ...(cluster && {
       masterOf: (slot: number) => client.slots?.[slot]?.[0],
@@ -159,23 +183,60 @@ function ioredisConnection(client: IoredisClient): Connection {
   };
 }
 
-function nodeRedisConnection(client: NodeRedisClient): Connection {
-  return {
+/**
+ * node-redis shows a failed attempt nowhere in its state (open and not ready from connect() until it is ready), and
+ * tells of it with 'error' and, once its retry delay has passed, 'reconnecting'. The store listens for that one event,
+ * only while the client has never been ready: an 'error' listener would change what an unheard error does (node-redis
+ * ends the process on one, as its users expect).
+ */
+function nodeRedisConnection(client: NodeRedisClient): Adapter {
+  let everReady = false;
+  let retried = false;
+  let listening = false;
+  const onRetry = (): void => {
+    retried = true;
+    listening = false;
+  };
+  const stopListening = (): void => {
+    if (!listening) return;
+    listening = false;
+    client.off?.('reconnecting', onRetry);
+  };
+  const adapter: Adapter = {
     kind: 'node-redis',
     cluster: false,
     writesNextTurn: true,
-    state: () => (client.isReady ? 'ready' : client.isOpen ? 'waiting' : 'closed'),
+    state() {
+      if (client.isReady) {
+        everReady = true;
+        stopListening();
+        return 'ready';
+      }
+      if (!client.isOpen) return 'closed';
+      if (retried) return 'down';
+      if (!everReady && !listening && client.once !== undefined) {
+        listening = true;
+        client.once('reconnecting', onRetry);
+      }
+      return 'waiting';
+    },
+    release: stopListening,
     send: (args) => client.sendCommand(args, BUFFERS),
   };
+  // Listening from now, for a client connecting already.
+  adapter.state();
+  return adapter;
 }
 
-function nodeRedisClusterConnection(cluster: NodeRedisCluster): Connection {
+function nodeRedisClusterConnection(cluster: NodeRedisCluster): Adapter {
   return {
     kind: 'node-redis cluster',
     cluster: true,
     writesNextTurn: true,
-    // A cluster is ready once its slot map is known; `isReady` is absent on some versions, where open means ready.
+    // A cluster is ready once its slot map is known; `isReady` is absent on some versions, where open means ready. One
+    // whose connect() found no root node is closed again: it makes no attempt of its own until connect() is called.
     state: () => (!cluster.isOpen ? 'closed' : cluster.isReady === false ? 'waiting' : 'ready'),
+    release: () => undefined,
     send: (args, key) => cluster.sendCommand(key, false, args, BUFFERS),
     masterOf: (slot) => cluster.slots[slot]?.master.address,
     sendToMaster(master, args) {
@@ -192,31 +253,43 @@ export function connectionTo(client: unknown): Connection | undefined {
   if (typeof client !== 'object' || client === null) return undefined;
   const candidate = client as Partial<IoredisClient & NodeRedisClient & NodeRedisCluster>;
   if (typeof candidate.callBuffer === 'function' && typeof candidate.status === 'string') {
-    return rememberingReady(ioredisConnection(client as IoredisClient));
+    return rememberingAttempts(ioredisConnection(client as IoredisClient));
   }
   if (typeof candidate.sendCommand === 'function' && typeof candidate.isOpen === 'boolean') {
     if (Array.isArray(candidate.masters))
-      return rememberingReady(nodeRedisClusterConnection(client as NodeRedisCluster));
-    if (typeof candidate.isReady === 'boolean') return rememberingReady(nodeRedisConnection(client as NodeRedisClient));
+      return rememberingAttempts(nodeRedisClusterConnection(client as NodeRedisCluster));
+    if (typeof candidate.isReady === 'boolean')
+      return rememberingAttempts(nodeRedisConnection(client as NodeRedisClient));
   }
   return undefined;
 }
 
 /**
- * The adapter, its state 'down' where the client waits after it was once ready: a client that connects at startup is
- * worth waiting for within the budget, one that lost its connection is not (it reconnects on its own schedule, often
- * seconds away, and every call would wait out its budget meanwhile).
+ * The adapter, with what the client's past says of its present: a client connecting at startup, no attempt failed yet,
+ * is worth waiting for within the budget (it connects in about a millisecond). One that was ready and lost its
+ * connection is not (down), nor one whose first attempt failed (unreached): either reconnects on its own schedule,
+ * often seconds away, and every call would wait out its budget meanwhile. A client shows a failed attempt only until
+ * its next one starts, so the adapter remembers it.
  */
-function rememberingReady(connection: Connection): Connection {
-  const state = connection.state;
+function rememberingAttempts(adapter: Adapter): Connection {
   let wasReady = false;
-  connection.state = () => {
-    const now = state();
-    if (now === 'ready') wasReady = true;
-    else if (now === 'waiting' && wasReady) return 'down';
-    return now;
+  let failed = false;
+  return {
+    ...adapter,
+    state() {
+      const now = adapter.state();
+      if (now === 'ready') wasReady = true;
+      else if (now === 'waiting' || now === 'down') {
+        if (wasReady) return 'down';
+        if (now === 'down') failed = true;
+        if (failed) return 'unreached';
+      }
+      return now;
+    },
+    waitedOut() {
+      if (!wasReady) failed = true;
+    },
   };
-  return connection;
 }
 
 function isNoScript(error: unknown): boolean {

@@ -66,14 +66,16 @@ export interface RedisStoreStats {
   /** Times a node did not hold a script (NOSCRIPT) and got it whole with EVAL. */
   scriptReloads: number;
   /**
-   * Calls refused at once: the client had lost its connection (or was closed), or Redis (in a cluster, the call's
-   * master) had kept a call unanswered past its deadline. Each is answered by the limiter's failure policy.
+   * Calls refused at once: the client had lost its connection, had not connected since it was made (its first attempt
+   * failed), or was closed; or Redis (in a cluster, the call's master) had kept a call unanswered past its deadline.
+   * Each is answered by the limiter's failure policy.
    */
   unavailable: number;
   /**
    * Consume calls that charged nothing because their caller had stopped waiting (the limiter's policy had answered
-   * them): dropped unsent, queued behind a slow or hung Redis past the limiter's budget; or refused by the script,
-   * which they reached too late (held in a paused or hung server, or sent again by the client after it reconnected).
+   * them): dropped unsent, queued behind a slow or hung Redis past the limiter's budget or waiting a whole budget for
+   * the client's first connection; or refused by the script, which they reached too late (held in a paused or hung
+   * server, or sent again by the client after it reconnected).
    */
   expired: number;
   /**
@@ -188,6 +190,8 @@ class RedisBucketStore implements RedisStore {
     'store_timeout',
     'ratecard: Redis has not answered a call within its budget; calls are refused at once until it answers',
   );
+  /** For calls that waited their whole budget for the client's first connection; made on first need. */
+  private notConnectedError: RateLimitError | undefined;
 
   constructor(options: RedisStoreOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -250,10 +254,10 @@ class RedisBucketStore implements RedisStore {
       const cached = this.denies.answer(key, limits[0] as Limit, cost, this.cacheTime());
       if (cached !== undefined) return Promise.resolve([cached]);
     }
-    // A client that lost its connection, or a Redis that keeps a call past its deadline, gets no more calls: each
-    // would wait out its budget. Both checks are a comparison while Redis is well.
+    // A client that lost its connection or never made one, or a Redis that keeps a call past its deadline, gets no
+    // more calls: each would wait out its budget. Both checks are a comparison while Redis is well.
     const state = this.connection.state();
-    if (state === 'down' || state === 'closed') return Promise.reject(this.notReady(state));
+    if (state !== 'ready' && state !== 'waiting') return Promise.reject(this.notReady(state));
     // The key's hash tag is the organization.
     const slot = this.connection.cluster ? calculateSlot(key) : 0;
     const now = performance.now();
@@ -314,6 +318,7 @@ class RedisBucketStore implements RedisStore {
 
   close(): void {
     this.closed = true;
+    this.connection.release();
     this.overdue.close();
     this.denies.clear();
     this.batcher.dropQueued(this.closedError());
@@ -354,9 +359,17 @@ class RedisBucketStore implements RedisStore {
     this.scriptReloads++;
   };
 
-  private readonly onExpired = (count: number): RateLimitError => {
+  private readonly onExpired = (count: number, connecting = false): RateLimitError => {
     this.expired += count;
-    return this.expiredError;
+    if (!connecting) return this.expiredError;
+    // A first connection that outlasts a whole budget is as good as failed: a Sentinel-managed ioredis client that
+    // finds no sentinel, or a host that drops packets, shows nothing else.
+    this.connection.waitedOut();
+    this.notConnectedError ??= sharedError(
+      'store_timeout',
+      `ratecard: the ${this.connection.kind} client has not connected to Redis within a call's budget since it was made; calls are refused at once until it connects`,
+    );
+    return this.notConnectedError;
   };
 
   /** Sends calls `from`..`to` of a batch as one consume script call and settles each from the reply. */
@@ -364,7 +377,7 @@ class RedisBucketStore implements RedisStore {
     // A half held for the client's next turn (see AutoBatcher) may find the store closed since, and a flush may find
     // the connection lost since its calls were queued.
     const state = this.connection.state();
-    if (this.closed || state === 'closed' || state === 'down') {
+    if (this.closed || (state !== 'ready' && state !== 'waiting')) {
       batch.rejectAll(this.closed ? this.closedError() : this.notReady(state, to - from), from, to);
       return Promise.resolve();
     }
@@ -620,16 +633,23 @@ class RedisBucketStore implements RedisStore {
     let error = this.notReadyErrors.get(state);
     if (error === undefined) {
       // node-redis reports a client never connected as it does a closed one, and a forgotten connect() is the likelier.
-      const closed = this.connection.kind.startsWith('node-redis')
-        ? 'is not open: connect it with `await client.connect()`, or it was closed'
-        : 'is closed';
+      // A cluster whose connect() found no root node is closed again, and makes no attempt of its own.
+      const kind = this.connection.kind;
+      const closed =
+        kind === 'node-redis cluster'
+          ? 'is not open: connect it with `await client.connect()` (a cluster whose connect() failed stays closed until it is called again), or it was closed'
+          : kind === 'node-redis'
+            ? 'is not open: connect it with `await client.connect()`, or it was closed'
+            : 'is closed';
       const what =
         state === 'closed'
           ? closed
           : state === 'down'
             ? 'lost its connection to Redis and is reconnecting; calls are refused at once until it is ready'
-            : 'is not ready (connecting)';
-      error = sharedError('store_unavailable', `ratecard: the ${this.connection.kind} client ${what}`);
+            : state === 'unreached'
+              ? "has not connected to Redis since it was made (its first attempt failed, or outlasted a call's budget); calls are refused at once until it connects"
+              : 'is not ready (connecting)';
+      error = sharedError('store_unavailable', `ratecard: the ${kind} client ${what}`);
       this.notReadyErrors.set(state, error);
     }
     return error;

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLimiter, type Decision } from '@ratecard/core';
 import { storeContractSuite } from '@ratecard/core/testing';
+import { memoryStore } from '@ratecard/memory';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { endpointKey, redisStore } from '../src/index.js';
@@ -42,8 +43,11 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15
   }
 }
 
-/** A sentinel watching `master` under NAME, in a directory of its own (Sentinel rewrites its config file). */
-async function startSentinel(master: RedisServer): Promise<{ port: number; stop(): Promise<void> }> {
+/**
+ * A sentinel watching the master on `master.port` (running or not) under NAME, in a directory of its own (Sentinel
+ * rewrites its config file).
+ */
+async function startSentinel(master: { port: number }): Promise<{ port: number; stop(): Promise<void> }> {
   const port = await freePort();
   const dir = await mkdtemp(join(tmpdir(), 'ratecard-sentinel-'));
   const config = join(dir, 'sentinel.conf');
@@ -161,3 +165,46 @@ describe.skipIf(!canSpawn)('an ioredis client that finds its master through Sent
     }
   }, 60_000);
 });
+
+describe.skipIf(!canSpawn)(
+  'an ioredis client whose master, as Sentinel names it, has not answered since it was made',
+  () => {
+    it('is refused at once after its first failed attempt, and answers from the master once it is up', async () => {
+      const port = await freePort();
+      const sentinel = await startSentinel({ port });
+      const client = new Redis({
+        sentinels: [{ host: HOST, port: sentinel.port }],
+        name: NAME,
+        retryStrategy: () => 20,
+      });
+      client.on('error', () => {});
+      const lines: string[] = [];
+      const store = redisStore({ client });
+      // A budget no call here can wait out: a policy answer is a refusal.
+      const limiter = createLimiter({
+        store,
+        fallback: memoryStore(),
+        storeTimeoutMs: 60_000,
+        log: (line) => lines.push(line),
+      });
+      const request = checked(uniqueOrg('sentinel-never'));
+      let master: RedisServer | undefined;
+      try {
+        expect((await limiter.consume(request)).source).toBe('fallback');
+        const before = store.stats();
+        const pending = Array.from({ length: 20 }, () => limiter.consume(request));
+        expect(store.stats()).toMatchObject({ unavailable: before.unavailable + 20, queued: 0, sent: 0 });
+        expect(new Set((await Promise.all(pending)).map((decision) => decision.source))).toEqual(new Set(['fallback']));
+        master = await startRedis({ port });
+        await until('a decision from the master', async () => (await limiter.consume(request)).source === 'store');
+        expect(lines).toHaveLength(1);
+        expect(lines[0]).toContain('the ioredis client has not connected to Redis since it was made');
+      } finally {
+        await limiter.close();
+        client.disconnect();
+        await sentinel.stop();
+        await master?.stop();
+      }
+    }, 60_000);
+  },
+);

@@ -4,10 +4,13 @@
 // decisions took while Redis was down, how long after Redis answered again the first decision came from Redis, and
 // how many calls reached Redis after their caller had been answered (calls in flight when Redis was killed, sent
 // again by the client once it reconnected; the script refuses them, so they charge nothing), with the limiter's log
-// lines.
+// lines. The -never scenarios start the limiter on a client that has not connected since it was made (nothing
+// listening on its port, or a server requiring a password other than the one it gives), with the clients' own
+// reconnect delays as a new user has them, and make Redis reachable after the same time.
 // docs/reliability.md ("What an outage costs") says how to read it.
 //
 //   pnpm --filter @ratecard/redis outage [--down-ms 2000] [--only <name>,...]
+import { createServer } from 'node:net';
 import { parseArgs } from 'node:util';
 import { createLimiter, type Decision, type LimitRequest } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
@@ -90,6 +93,58 @@ const SCENARIOS: Scenario[] = [
       ),
   },
 ];
+
+/** A Redis the client cannot use at first: nothing listening on its port, or a password other than the client's. */
+interface NeverScenario {
+  name: string;
+  fault: 'refused' | 'password';
+  /** A client of the server on `port`, giving `password` if any, connecting from now (not awaited). */
+  connect(port: number, password: string | undefined): Connected;
+}
+
+const NEVER_SCENARIOS: NeverScenario[] = [
+  {
+    name: 'ioredis-never',
+    fault: 'refused',
+    connect: (port, password) => ioredisConnecting(new Redis({ host: '127.0.0.1', port, password })),
+  },
+  {
+    name: 'ioredis-never-password',
+    fault: 'password',
+    connect: (port, password) => ioredisConnecting(new Redis({ host: '127.0.0.1', port, password })),
+  },
+  {
+    name: 'node-redis-never',
+    fault: 'refused',
+    connect: (port, password) => nodeRedisConnecting(createClient({ password, socket: { host: '127.0.0.1', port } })),
+  },
+];
+
+function ioredisConnecting(client: Redis): Connected {
+  client.on('error', () => {});
+  return { client: client as unknown as RedisClient, close: async () => client.disconnect() };
+}
+
+function nodeRedisConnecting(client: ReturnType<typeof createClient>): Connected {
+  client.on('error', () => {});
+  // Settles once the client is ready, or when it is destroyed.
+  client.connect().catch(() => {});
+  return { client: client as unknown as RedisClient, close: async () => client.destroy() };
+}
+
+const SERVER_PASSWORD = 'the-servers';
+const CLIENT_PASSWORD = 'the-clients';
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() => resolve(typeof address === 'object' && address !== null ? address.port : 0));
+    });
+  });
+}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -213,15 +268,90 @@ async function run(scenario: Scenario, downMs: number): Promise<string> {
   }
 }
 
+/**
+ * The limiter starts on a client that cannot connect, under the same traffic, for `downMs`; then Redis is started on
+ * the client's port, or given the client's password.
+ */
+async function runNever(scenario: NeverScenario, downMs: number): Promise<string> {
+  let server: RedisServer | undefined;
+  let port: number;
+  if (scenario.fault === 'password') {
+    server = await startRedis();
+    // Set after the start: startRedis waits for an unauthenticated PING.
+    await redisCommand(server, ['CONFIG', 'SET', 'requirepass', SERVER_PASSWORD]);
+    port = server.port;
+  } else {
+    port = await freePort();
+  }
+  const { client, close } = scenario.connect(port, scenario.fault === 'password' ? CLIENT_PASSWORD : undefined);
+  const lines: { at: number; line: string }[] = [];
+  const store: RedisStore = redisStore({ client });
+  const limiter = createLimiter({
+    store,
+    fallback: memoryStore(),
+    log: (line) => lines.push({ at: performance.now(), line }),
+  });
+  const request: LimitRequest = {
+    organization: 'never',
+    endpoint: 'POST /browsers',
+    plan: 'enterprise',
+    override: 1_000_000_000,
+  };
+  const startAt = performance.now();
+  const load = traffic(() => limiter.consume(request));
+  try {
+    await sleep(downMs);
+    if (server === undefined) {
+      server = await startRedis({ port });
+    } else {
+      const admin = new Redis({ host: server.host, port, password: SERVER_PASSWORD });
+      try {
+        await admin.config('SET', 'requirepass', CLIENT_PASSWORD);
+      } finally {
+        admin.disconnect();
+      }
+    }
+    const backAt = performance.now();
+    await sleep(3_000);
+    await load.stop();
+    const latency = (calls: readonly Call[]) => {
+      const took = calls.map((call) => call.end - call.start).sort((a, b) => a - b);
+      return `p50 ${percentile(took, 50).toFixed(2)} ms, p99 ${percentile(took, 99).toFixed(2)} ms, max ${percentile(took, 100).toFixed(1)} ms`;
+    };
+    const unreached = load.calls.filter((call) => call.start < backAt);
+    const byPolicy = unreached.filter((call) => call.source !== 'store').length;
+    const firstFromRedis = load.calls
+      .filter((call) => call.source === 'store')
+      .reduce((first, call) => Math.min(first, call.end), Number.POSITIVE_INFINITY);
+    const stats = store.stats();
+    return [
+      `${scenario.name}:`,
+      `  before Redis could be reached, ${unreached.length} decisions (${byPolicy} by the policy): ${latency(unreached)}`,
+      `  first decision from Redis ${(firstFromRedis - backAt).toFixed(0)} ms after it could be reached`,
+      `  store counters: unavailable ${stats.unavailable}, expired ${stats.expired}, sent ${stats.sent}`,
+      ...lines.map(({ at, line }) => `  log at ${((at - startAt) / 1000).toFixed(3)} s from the start: ${line}`),
+    ].join('\n');
+  } finally {
+    await load.stop();
+    await limiter.close();
+    await close();
+    await server?.stop();
+  }
+}
+
 const { values } = parseArgs({
   options: { 'down-ms': { type: 'string', default: '2000' }, only: { type: 'string' } },
 });
 const downMs = Number(values['down-ms']);
 const only = values.only?.split(',');
 console.log(
-  `Redis killed with SIGKILL (or, -oom, held to a maxmemory below what it holds) under 8 loops of consume calls 1 ms apart, down ${downMs} ms, storeTimeoutMs 100 (default)`,
+  `Redis killed with SIGKILL (or, -oom, held to a maxmemory below what it holds; -never, not reachable since the client was made) under 8 loops of consume calls 1 ms apart, down ${downMs} ms, the default storeTimeoutMs (500 ms)`,
 );
 for (const scenario of SCENARIOS) {
   if (only !== undefined && !only.includes(scenario.name)) continue;
   console.log(await run(scenario, downMs));
+}
+for (const scenario of NEVER_SCENARIOS) {
+  if (only !== undefined && !only.includes(scenario.name)) continue;
+  console.log(await runNever(scenario, downMs));
 }
