@@ -22,10 +22,9 @@ interface PendingCall {
  * Runs `callback` after the event loop's next poll phase, where it reads what its sockets hold: setImmediate where the
  * runtime has it (Node, Bun, Deno), else a zero-delay timer (Workers, whose I/O completes between tasks).
  */
-const afterPoll: (callback: () => void) => void =
-  typeof globalThis.setImmediate === 'function'
-    ? (callback) => void globalThis.setImmediate(callback)
-    : (callback) => void setTimeout(callback, 0);
+function afterPoll(callback: () => void): void {
+  if (globalThis.setImmediate?.(callback) === undefined) setTimeout(callback, 0);
+}
 
 export class DeadlineQueue {
   private queue: (PendingCall | undefined)[] = [];
