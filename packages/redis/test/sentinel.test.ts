@@ -1,104 +1,48 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createLimiter, type Decision } from '@ratecard/core';
 import { storeContractSuite } from '@ratecard/core/testing';
 import { memoryStore } from '@ratecard/memory';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { endpointKey, redisStore } from '../src/index.js';
-import { canStartRedis, type RedisServer, redisCommand, startRedis } from '../src/testing.js';
-import { sleep } from './faults/fleet.js';
+import { type RedisServer, redisCommand, startRedis } from '../src/testing.js';
 import { request as checked, refusal, refusedAtOnce, watched } from './support/outage.js';
-import { REDIS_EXTERNAL, REDIS_URL, uniqueOrg } from './support/redis.js';
+import { uniqueOrg } from './support/redis.js';
+import {
+  canStartSentinel,
+  freePort,
+  HOST,
+  MASTER_NAME,
+  type Sentinel,
+  type SentinelSetup,
+  startSentinel,
+  startSentinelSetup,
+  until,
+} from './support/sentinel.js';
 
 /**
  * An ioredis `Redis` that finds its master through Sentinel is passed to the store as it is. The store runs the
  * contract on it, then keeps answering through a Sentinel failover: by policy while the client switches, then from the
  * promoted replica. This suite starts its own master, replica and sentinel.
  */
-const canSpawn = REDIS_URL !== null && (!REDIS_EXTERNAL || canStartRedis('@ratecard/redis Sentinel tests'));
-
-const NAME = 'ratecard';
-const HOST = '127.0.0.1';
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, HOST, () => {
-      const address = probe.address();
-      probe.close(() => resolve(typeof address === 'object' && address !== null ? address.port : 0));
-    });
-  });
-}
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await check().catch(() => false))) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
-/**
- * A sentinel watching the master on `master.port` (running or not) under NAME, in a directory of its own (Sentinel
- * rewrites its config file).
- */
-async function startSentinel(master: { port: number }): Promise<{ port: number; stop(): Promise<void> }> {
-  const port = await freePort();
-  const dir = await mkdtemp(join(tmpdir(), 'ratecard-sentinel-'));
-  const config = join(dir, 'sentinel.conf');
-  await writeFile(
-    config,
-    [
-      `port ${port}`,
-      `bind ${HOST}`,
-      `dir ${dir}`,
-      `sentinel monitor ${NAME} ${HOST} ${master.port} 1`,
-      `sentinel down-after-milliseconds ${NAME} 1000`,
-      `sentinel failover-timeout ${NAME} 10000`,
-      '',
-    ].join('\n'),
-  );
-  const child: ChildProcess = spawn('redis-server', [config, '--sentinel'], { stdio: 'ignore' });
-  await until(
-    `a sentinel on port ${port}`,
-    async () => (await redisCommand({ host: HOST, port }, ['PING'], 500)) === 'PONG',
-  );
-  return {
-    port,
-    stop: async () => {
-      child.kill('SIGKILL');
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
-}
+const canSpawn = canStartSentinel('@ratecard/redis Sentinel tests');
 
 describe.skipIf(!canSpawn)('an ioredis client that finds its master through Sentinel', () => {
+  let setup: SentinelSetup;
   let master: RedisServer;
   let replica: RedisServer;
-  let sentinel: { port: number; stop(): Promise<void> };
+  let sentinel: Sentinel;
   let client: Redis;
   beforeAll(async () => {
-    master = await startRedis();
-    replica = await startRedis({ args: ['--replicaof', HOST, String(master.port)] });
-    await until('the replica to sync', async () =>
-      (await redisCommand(replica, ['INFO', 'replication'])).includes('master_link_status:up'),
-    );
-    sentinel = await startSentinel(master);
+    setup = await startSentinelSetup();
+    ({ master, replica, sentinel } = setup);
     // failoverDetector: the client hears Sentinel's +switch-master and reconnects to the promoted replica.
-    client = new Redis({ sentinels: [{ host: HOST, port: sentinel.port }], name: NAME, failoverDetector: true });
+    client = new Redis({ sentinels: [{ host: HOST, port: sentinel.port }], name: MASTER_NAME, failoverDetector: true });
     client.on('error', () => {});
     await until('the client to be ready', async () => client.status === 'ready');
   }, 60_000);
   afterAll(async () => {
     client?.disconnect();
-    await sentinel?.stop();
-    await replica?.stop();
-    await master?.stop();
+    await setup?.stop();
   });
 
   storeContractSuite(
@@ -113,7 +57,7 @@ describe.skipIf(!canSpawn)('an ioredis client that finds its master through Sent
     const request = { organization: uniqueOrg('sentinel'), endpoint: 'POST /browsers', plan: 'developer' as const };
     const once = { ...request, override: 1 };
     expect((await limiter.consume(once)).source).toBe('store');
-    const failover = await redisCommand({ host: HOST, port: sentinel.port }, ['SENTINEL', 'FAILOVER', NAME]);
+    const failover = await redisCommand({ host: HOST, port: sentinel.port }, ['SENTINEL', 'FAILOVER', MASTER_NAME]);
     const started = performance.now();
     expect(failover).toBe('OK');
     const sources = new Set<Decision['source']>();
@@ -149,7 +93,7 @@ describe.skipIf(!canSpawn)('an ioredis client that finds its master through Sent
     try {
       expect((await watch.limiter.consume(checked(org))).source).toBe('store');
       const [, port] = (
-        await redisCommand({ host: HOST, port: sentinel.port }, ['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', NAME])
+        await redisCommand({ host: HOST, port: sentinel.port }, ['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', MASTER_NAME])
       ).split(',');
       const current = [master, replica].find((server) => server.port === Number(port)) as RedisServer;
       await current.kill();
@@ -174,7 +118,7 @@ describe.skipIf(!canSpawn)(
       const sentinel = await startSentinel({ port });
       const client = new Redis({
         sentinels: [{ host: HOST, port: sentinel.port }],
-        name: NAME,
+        name: MASTER_NAME,
         retryStrategy: () => 20,
       });
       client.on('error', () => {});

@@ -1,6 +1,7 @@
 /**
  * Every Redis client the store supports, each able to connect to a standalone server and to a cluster, so that the
- * same suites run on all of them. node-redis runs under both protocols it speaks (RESP2 and RESP3).
+ * same suites run on all of them; ioredis and iovalkey also to a master found through Sentinel. node-redis runs under
+ * both protocols it speaks (RESP2 and RESP3).
  */
 
 import { Cluster as IoredisCluster, Redis as IoredisRedis } from 'ioredis';
@@ -14,10 +15,21 @@ export interface Connected {
   close(): Promise<void>;
 }
 
+/** Where a client finds its master through Sentinel: the sentinels' addresses and the master's name. */
+export interface SentinelOptions {
+  sentinels: { host: string; port: number }[];
+  name: string;
+}
+
 export interface ClientKind {
   readonly name: string;
   standalone(url: string): Promise<Connected>;
   cluster(nodes: readonly { host: string; port: number }[]): Promise<Connected>;
+  /**
+   * A client that finds its master through Sentinel; absent for node-redis, whose `createSentinel()` client the store
+   * does not take (its `sendCommand` has another signature).
+   */
+  sentinel?(options: SentinelOptions): Promise<Connected>;
 }
 
 /** The events an ioredis-shaped client (ioredis, iovalkey) emits while it connects. */
@@ -35,10 +47,13 @@ function ready(client: Connecting): Promise<void> {
   });
 }
 
-/** ioredis and iovalkey, which share one API: their `Redis` and `Cluster` constructors. */
+/** ioredis and iovalkey, which share one API: their `Redis` (from a URL, or Sentinel options) and `Cluster`. */
 function ioredisLike(
   name: string,
-  Standalone: new (url: string) => Connecting & { disconnect(): void },
+  Standalone: {
+    new (url: string): Connecting & { disconnect(): void };
+    new (options: SentinelOptions): Connecting & { disconnect(): void };
+  },
   Cluster: new (nodes: { host: string; port: number }[]) => Connecting & { disconnect(): void },
 ): ClientKind {
   const open = async (client: Connecting & { disconnect(): void }): Promise<Connected> => {
@@ -49,6 +64,7 @@ function ioredisLike(
     name,
     standalone: (url) => open(new Standalone(url)),
     cluster: (nodes) => open(new Cluster([...nodes])),
+    sentinel: (options) => open(new Standalone(options)),
   };
 }
 
