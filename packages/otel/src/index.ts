@@ -128,8 +128,9 @@ export interface LimiterMetrics {
 
 /**
  * Bucket bounds for store call durations, in seconds: 10 µs (a memory store answers within it, a loopback Redis round
- * trip takes ~100 µs) to 1 s, with the limiter's default budget of 100 ms as one of them, so that a histogram shows
- * how close calls run to it.
+ * trip takes ~100 µs) to 1 s, with the limiter's default budget of 500 ms as one of them (and 100 and 250 ms, for a
+ * budget set lower), so that a histogram shows how close calls run to it. A consume queued at a store that tells a
+ * queue from an outage may wait up to QUEUE_WAIT_FACTOR budgets (2 s by default); one over 1 s counts only in `+Inf`.
  */
 export const STORE_DURATION_BUCKETS: readonly number[] = Object.freeze([
   0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,

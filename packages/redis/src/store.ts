@@ -67,15 +67,15 @@ export interface RedisStoreStats {
   scriptReloads: number;
   /**
    * Calls refused at once: the client had lost its connection, had not connected since it was made (its first attempt
-   * failed), or was closed; or Redis (in a cluster, the call's master) had kept a call unanswered past its deadline.
-   * Each is answered by the limiter's failure policy.
+   * failed), or was closed; or Redis (in a cluster, the call's master) had left a call it was sent unanswered past its
+   * budget. Each is answered by the limiter's failure policy.
    */
   unavailable: number;
   /**
-   * Consume calls that charged nothing because their caller had stopped waiting (the limiter's policy had answered
-   * them): dropped unsent, queued behind a slow or hung Redis past the limiter's budget or waiting a whole budget for
-   * the client's first connection; or refused by the script, which they reached too late (held in a paused or hung
-   * server, or sent again by the client after it reconnected).
+   * Consume calls that charged nothing because the limiter's policy answered them: dropped unsent (queued
+   * QUEUE_WAIT_FACTOR budgets behind a slow Redis, queued for a route where Redis left a call it was sent unanswered
+   * for its budget, or waiting a whole budget for the client's first connection); or refused by the script, which
+   * they reached too late (held in a paused or hung server, or sent again by the client after it reconnected).
    */
   expired: number;
   /**
