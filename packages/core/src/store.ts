@@ -15,11 +15,11 @@ export interface Store {
   readonly shared: boolean;
   /**
    * True when the store tells a queue from an outage itself, so that a consume's `budgetMs` bounds how long the
-   * backend may keep a call unanswered, not how long the call waits in all: the store rejects with `store_timeout` a
-   * call it sent that the backend left unanswered for `budgetMs` (and those queued behind it), but waits for a call
-   * queued behind calls the backend keeps answering (a burst, a busy machine), up to QUEUE_WAIT_FACTOR budgets from
-   * the call, and never charges a call after that. The caller then waits up to that bound. Default false: the
-   * caller stops waiting after `budgetMs`.
+   * backend may keep a call unanswered, not how long the call waits in all. The store waits for a call queued behind
+   * calls the backend keeps answering (a burst, a busy machine) up to QUEUE_WAIT_FACTOR budgets from the call, and
+   * never charges a call after that; where it can tell an outage sooner (Redis: a call it sent left unanswered for
+   * `budgetMs`), it rejects with `store_timeout` then. The caller waits up to QUEUE_WAIT_FACTOR budgets. Default
+   * false: the caller stops waiting after `budgetMs`.
    */
   readonly tellsQueueFromOutage?: boolean;
   /**

@@ -9,6 +9,7 @@ import {
   limitStates,
   perHour,
   perSecond,
+  QUEUE_WAIT_FACTOR,
   RateLimitError,
   SPEC_PLANS,
 } from '../src/index.js';
@@ -344,6 +345,34 @@ describe('failure policy', () => {
       }
     },
   );
+
+  it('waits QUEUE_WAIT_FACTOR budgets for a consume on a store that tells a queue from an outage, one for a peek', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setImmediate', 'performance'] });
+    try {
+      const store = Object.assign(new ScriptedStore(), { tellsQueueFromOutage: true });
+      const { limiter } = make({ store });
+      store.behaviour = 'hang';
+      const consumed: { source?: string } = {};
+      const peeked: { source?: string } = {};
+      limiter.consume(developer).then((decision) => {
+        consumed.source = decision.source;
+      });
+      limiter.peek(developer).then((decision) => {
+        peeked.source = decision.source;
+      });
+      // The store is told the budget (50 ms), and bounds a consume by it itself; the limiter only backstops at 4.
+      expect(store.lastBudgetMs).toBe(50);
+      await vi.advanceTimersByTimeAsync(52);
+      expect(peeked.source).toBe('fallback');
+      expect(consumed.source).toBeUndefined();
+      await vi.advanceTimersByTimeAsync(50 * QUEUE_WAIT_FACTOR - 52);
+      expect(consumed.source).toBeUndefined();
+      await vi.advanceTimersByTimeAsync(2);
+      expect(consumed.source).toBe('fallback');
+    } finally {
+      vi.useRealTimers();
+    }
+  });
 
   it('goes back to the store once it answers again', async () => {
     const { store, limiter } = make();
