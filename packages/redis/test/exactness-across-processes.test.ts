@@ -1,11 +1,10 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import type { ChildProcess } from 'node:child_process';
 import { type TokenBucketOptions, tokenBucket } from '@ratecard/core';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeEndpointValue, endpointKey, type RedisStoreStats, type StoredBucket } from '../src/index.js';
 import { CLIENTS } from './support/clients.js';
+import { startHammer as startFixtureHammer } from './support/fixture-process.js';
 import { CLUSTER_NODES, connectCluster, connectStandalone, REDIS_URL, uniqueOrg } from './support/redis.js';
 
 const PROCESSES = 4;
@@ -42,36 +41,8 @@ interface Report {
 }
 
 /** Starts one hammer process and resolves once it has connected; `target` is a URL or a cluster's nodes as JSON. */
-function startHammer(
-  kind: string,
-  target: string,
-  buckets: readonly HammerRequest[],
-): Promise<{ child: ChildProcess; report: Promise<Report> }> {
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      fileURLToPath(new URL('./fixtures/hammer.ts', import.meta.url)),
-      kind,
-      target,
-      JSON.stringify(buckets),
-      String(IN_FLIGHT),
-      String(DURATION_MS),
-    ],
-    { stdio: ['pipe', 'pipe', 'inherit'] },
-  );
-  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
-  const iterator = lines[Symbol.asyncIterator]();
-  const nextLine = async (): Promise<string> => {
-    const { value, done } = await iterator.next();
-    if (done) throw new Error(`hammer process ${child.pid} exited early (code ${child.exitCode})`);
-    return value;
-  };
-  return nextLine().then((line) => {
-    if (line !== 'ready') throw new Error(`hammer process said ${JSON.stringify(line)}`);
-    return { child, report: nextLine().then((json) => JSON.parse(json) as Report) };
-  });
+function startHammer(kind: string, target: string, buckets: readonly HammerRequest[]) {
+  return startFixtureHammer<Report>([kind, target, JSON.stringify(buckets), String(IN_FLIGHT), String(DURATION_MS)]);
 }
 
 async function redisTimeMs(client: Redis | Cluster): Promise<number> {

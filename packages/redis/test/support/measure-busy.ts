@@ -11,12 +11,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { availableParallelism } from 'node:os';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type TokenBucketOptions, tokenBucket } from '@ratecard/core';
 import { endpointKey, type RedisStoreStats } from '@ratecard/redis';
 import { type RedisAddress, redisCommand, startRedis, startRedisCluster } from '@ratecard/redis/testing';
+import { startHammer as startFixtureHammer } from './fixture-process.js';
 
 const { values } = parseArgs({
   options: {
@@ -52,32 +51,16 @@ interface Report {
 }
 
 function startHammer(kind: string, target: string, organization: string) {
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      fileURLToPath(new URL('../fixtures/hammer.ts', import.meta.url)),
-      kind,
-      target,
-      JSON.stringify([{ organization, limits: LIMITS, cost: 1 }]),
-      String(IN_FLIGHT),
-      String(DURATION_MS),
-      'readme',
-      values.budget,
-    ],
-    { stdio: ['pipe', 'pipe', 'inherit'] },
-  );
-  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })[Symbol.asyncIterator]();
-  const next = async (): Promise<string> => {
-    const { value, done } = await lines.next();
-    if (done) throw new Error(`hammer ${child.pid} exited early`);
-    return value;
-  };
-  return next().then((line) => {
-    if (line !== 'ready') throw new Error(`hammer said ${line}`);
-    return { child, report: next().then((json) => JSON.parse(json) as Report) };
-  });
+  const requests = JSON.stringify([{ organization, limits: LIMITS, cost: 1 }]);
+  return startFixtureHammer<Report>([
+    kind,
+    target,
+    requests,
+    String(IN_FLIGHT),
+    String(DURATION_MS),
+    'readme',
+    values.budget,
+  ]);
 }
 
 async function redisTimeMs(address: RedisAddress): Promise<number> {

@@ -4,14 +4,12 @@
 // reports when it was first admitted again. Per topology and client, ROUNDS times. docs/reliability.md reads it.
 //
 //   pnpm --filter @ratecard/redis reset-reach [--rounds 3] [--only standalone,cluster]
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createLimiter, perHour } from '@ratecard/core';
 import { redisStore } from '@ratecard/redis';
 import { startRedis, startRedisCluster } from '@ratecard/redis/testing';
 import { Cluster, Redis } from 'ioredis';
+import { startFixture } from './fixture-process.js';
 
 const { values } = parseArgs({
   options: {
@@ -48,25 +46,13 @@ try {
     for (const kind of values.clients.split(',')) {
       for (let round = 0; round < Number(values.rounds); round++) {
         const organization = `reset-reach-${process.pid}-${Date.now()}-${round}`;
-        const app = spawn(
-          process.execPath,
-          [
-            '--import',
-            'tsx',
-            fileURLToPath(new URL('../fixtures/refused-app.ts', import.meta.url)),
-            kind,
-            target,
-            organization,
-          ],
-          { stdio: ['ignore', 'pipe', 'inherit'] },
-        );
-        const lines = createInterface({ input: app.stdout })[Symbol.asyncIterator]();
-        const refused = String((await lines.next()).value);
+        const app = startFixture('refused-app', [kind, target, organization]);
+        const refused = await app.nextLine();
         // Let the deny cache answer for a while first, as it does for a customer refused long ago.
         await new Promise((resolve) => setTimeout(resolve, 300));
         await limiter.reset({ organization, endpoint: 'POST /api', limits: perHour(2) });
         const resetAt = Date.now();
-        const [, at = '0', source = ''] = String((await lines.next()).value).split(' ');
+        const [, at = '0', source = ''] = (await app.nextLine()).split(' ');
         const tookMs = Number(at) - resetAt;
         worst.push(tookMs);
         console.log(
