@@ -3,7 +3,7 @@ import type { LuaScript } from './scripts/lua-script.js';
 /**
  * The clients `redisStore` accepts, described by the few members it uses, so that none of them is a dependency. The
  * store registers no command on a client and sends only EVALSHA and EVAL; its one listener is node-redis'
- * 'reconnecting', while a client has never been ready (see nodeRedisConnection).
+ * 'reconnecting', on a `createClient()` client while it has never been ready (see nodeRedisConnection).
  */
 
 /** ioredis 5/6 `Redis` (standalone or Sentinel-managed) and `Cluster`, and iovalkey's, which share ioredis' API. */
@@ -46,6 +46,23 @@ export interface NodeRedisClient {
   off?(event: 'reconnecting', listener: () => void): unknown;
 }
 
+/**
+ * node-redis 5/6 `createSentinel()` (RESP2 or RESP3), connected by the caller: it sends each command to the master
+ * Sentinel names, over a connection leased from its pool, and finds the new master after a failover.
+ */
+export interface NodeRedisSentinel {
+  readonly isOpen: boolean;
+  readonly isReady: boolean;
+  /** Leases one of its master connections; the store never calls it, but only a RedisSentinel has it. */
+  acquire(): Promise<unknown>;
+  /** `isReadonly` true may send the command to a replica: the store's scripts write, so it always sends false. */
+  sendCommand(
+    isReadonly: boolean | undefined,
+    args: readonly (string | Buffer)[],
+    options?: NodeRedisCommandOptions,
+  ): Promise<unknown>;
+}
+
 /** A node in node-redis' slot map; `client` is its connection, once made. */
 interface NodeRedisNode {
   readonly address: string;
@@ -67,10 +84,10 @@ export interface NodeRedisCluster {
 }
 
 /**
- * The clients the store takes: an ioredis or iovalkey `Redis` or `Cluster`, or a node-redis 5/6 `createClient()` or
- * `createCluster()`, connected by the caller. Only the few members typed here are used.
+ * The clients the store takes: an ioredis or iovalkey `Redis` or `Cluster`, or a node-redis 5/6 `createClient()`,
+ * `createCluster()` or `createSentinel()`, connected by the caller. Only the few members typed here are used.
  */
-export type RedisClient = IoredisClient | NodeRedisClient | NodeRedisCluster;
+export type RedisClient = IoredisClient | NodeRedisClient | NodeRedisCluster | NodeRedisSentinel;
 
 /**
  * What the client can do now: send; wait (connecting for the first time, no attempt failed yet); nothing until it
@@ -228,6 +245,23 @@ function nodeRedisConnection(client: NodeRedisClient): Adapter {
   return adapter;
 }
 
+/**
+ * A RedisSentinel is ready once it has a connection to the master Sentinel names. node-redis 6 marks it not ready (and
+ * emits 'reconnecting') only while it moves to a new master, and 5 not even then; neither tells of a failed first
+ * attempt, since its connect() retries until it gives up and closes it. So the store listens for nothing here: a
+ * RedisSentinel that is open and not ready counts as waiting, or as down once it was ready (see rememberingAttempts).
+ */
+function nodeRedisSentinelConnection(sentinel: NodeRedisSentinel): Adapter {
+  return {
+    kind: 'node-redis sentinel',
+    cluster: false,
+    writesNextTurn: true,
+    state: () => (sentinel.isReady ? 'ready' : sentinel.isOpen ? 'waiting' : 'closed'),
+    release: () => undefined,
+    send: (args) => sentinel.sendCommand(false, args, BUFFERS),
+  };
+}
+
 function nodeRedisClusterConnection(cluster: NodeRedisCluster): Adapter {
   return {
     kind: 'node-redis cluster',
@@ -251,13 +285,16 @@ function nodeRedisClusterConnection(cluster: NodeRedisCluster): Adapter {
 /** The adapter for a client, chosen by its shape; undefined for anything that is no client the store knows. */
 export function connectionTo(client: unknown): Connection | undefined {
   if (typeof client !== 'object' || client === null) return undefined;
-  const candidate = client as Partial<IoredisClient & NodeRedisClient & NodeRedisCluster>;
+  const candidate = client as Partial<IoredisClient & NodeRedisClient & NodeRedisCluster & NodeRedisSentinel>;
   if (typeof candidate.callBuffer === 'function' && typeof candidate.status === 'string') {
     return rememberingAttempts(ioredisConnection(client as IoredisClient));
   }
   if (typeof candidate.sendCommand === 'function' && typeof candidate.isOpen === 'boolean') {
     if (Array.isArray(candidate.masters))
       return rememberingAttempts(nodeRedisClusterConnection(client as NodeRedisCluster));
+    // A RedisSentinel has a client's members, but its sendCommand takes whether the command only reads first.
+    if (typeof candidate.acquire === 'function' && typeof candidate.isReady === 'boolean')
+      return rememberingAttempts(nodeRedisSentinelConnection(client as NodeRedisSentinel));
     if (typeof candidate.isReady === 'boolean')
       return rememberingAttempts(nodeRedisConnection(client as NodeRedisClient));
   }

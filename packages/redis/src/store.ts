@@ -201,7 +201,7 @@ class RedisBucketStore implements RedisStore {
     const connection = connectionTo(options.client);
     if (connection === undefined) {
       throw invalid(
-        `client must be an ioredis or iovalkey Redis or Cluster, or a node-redis client or cluster, got ${describeValue(options.client)}`,
+        `client must be an ioredis or iovalkey Redis or Cluster, or a node-redis client, cluster or sentinel, got ${describeValue(options.client)}`,
       );
     }
     // An ioredis Cluster prefixes the keys of a command sent by key (peek, reset, a rerouted call) but not those a
@@ -633,14 +633,17 @@ class RedisBucketStore implements RedisStore {
     let error = this.notReadyErrors.get(state);
     if (error === undefined) {
       // node-redis reports a client never connected as it does a closed one, and a forgotten connect() is the likelier.
-      // A cluster whose connect() found no root node is closed again, and makes no attempt of its own.
+      // A cluster whose connect() found no root node is closed again, and makes no attempt of its own; so is a RedisSentinel
+      // whose connect() found no master.
       const kind = this.connection.kind;
       const closed =
         kind === 'node-redis cluster'
           ? 'is not open: connect it with `await client.connect()` (a cluster whose connect() failed stays closed until it is called again), or it was closed'
           : kind === 'node-redis'
             ? 'is not open: connect it with `await client.connect()`, or it was closed'
-            : 'is closed';
+            : kind === 'node-redis sentinel'
+              ? 'is not open: connect it with `await client.connect()` (one whose connect() gave up finding a master is closed again), or it was closed'
+              : 'is closed';
       const what =
         state === 'closed'
           ? closed

@@ -25,7 +25,7 @@ describe('redisStore options', () => {
     expect(refusal(undefined).message).toBe('ratecard: redisStore needs an options object, got undefined');
   });
 
-  it('needs a client it knows: ioredis or iovalkey, node-redis client or cluster', () => {
+  it('needs a client it knows: ioredis or iovalkey, node-redis client, cluster or sentinel', () => {
     for (const client of [{ status: 'ready' }, { sendCommand: () => undefined }, 'redis://localhost', null]) {
       const error = refusal({ client });
       expect(error.code).toBe('invalid_option');
