@@ -1,13 +1,21 @@
 /**
- * Every Redis client the store supports, each able to connect to a standalone server and to a cluster, so that the
- * same suites run on all of them; ioredis and iovalkey also to a master found through Sentinel. node-redis runs under
- * both protocols it speaks (RESP2 and RESP3).
+ * Every Redis client the store supports, each able to connect to a standalone server, to a cluster and to a master
+ * found through Sentinel, so that the same suites run on all of them. node-redis runs under both protocols it speaks
+ * (RESP2 and RESP3).
  */
 
 import { Cluster as IoredisCluster, Redis as IoredisRedis } from 'ioredis';
 import { Cluster as IovalkeyCluster, Redis as IovalkeyRedis } from 'iovalkey';
-import { createClient as createClient6, createCluster as createCluster6 } from 'redis';
-import { createClient as createClient5, createCluster as createCluster5 } from 'redis5';
+import {
+  createClient as createClient6,
+  createCluster as createCluster6,
+  createSentinel as createSentinel6,
+} from 'redis';
+import {
+  createClient as createClient5,
+  createCluster as createCluster5,
+  createSentinel as createSentinel5,
+} from 'redis5';
 import type { RedisClient } from '../../src/index.js';
 
 export interface Connected {
@@ -19,23 +27,23 @@ export interface Connected {
 export interface SentinelOptions {
   sentinels: { host: string; port: number }[];
   name: string;
+  /** ioredis and iovalkey: reconnect as Sentinel announces a failover (node-redis always does). */
+  failoverDetector?: boolean;
 }
 
 export interface ClientKind {
   readonly name: string;
   standalone(url: string): Promise<Connected>;
   cluster(nodes: readonly { host: string; port: number }[]): Promise<Connected>;
-  /**
-   * A client that finds its master through Sentinel; absent for node-redis, whose `createSentinel()` client the store
-   * does not take (its `sendCommand` has another signature).
-   */
-  sentinel?(options: SentinelOptions): Promise<Connected>;
+  /** A client that finds its master through Sentinel: ioredis' `Redis`, node-redis' `createSentinel()`. */
+  sentinel(options: SentinelOptions): Promise<Connected>;
 }
 
 /** The events an ioredis-shaped client (ioredis, iovalkey) emits while it connects. */
 interface Connecting {
   readonly status: string;
   once(event: 'ready' | 'end', listener: () => void): unknown;
+  on(event: 'error', listener: () => void): unknown;
 }
 
 /** Resolves once an ioredis-shaped client is ready. */
@@ -57,6 +65,8 @@ function ioredisLike(
   Cluster: new (nodes: { host: string; port: number }[]) => Connecting & { disconnect(): void },
 ): ClientKind {
   const open = async (client: Connecting & { disconnect(): void }): Promise<Connected> => {
+    // Errors reach the store through its calls; unheard, the event would be printed.
+    client.on('error', () => {});
     await ready(client);
     return { client: client as unknown as RedisClient, close: async () => client.disconnect() };
   };
@@ -68,7 +78,7 @@ function ioredisLike(
   };
 }
 
-/** What the test needs of node-redis' createClient and createCluster, the same in versions 5 and 6. */
+/** What the test needs of node-redis' createClient, createCluster and createSentinel, the same in versions 5 and 6. */
 interface NodeRedisHandle {
   on(event: 'error', listener: () => void): unknown;
   connect(): Promise<unknown>;
@@ -80,6 +90,11 @@ function nodeRedis(
   RESP: 2 | 3,
   createClient: (options: { url: string; RESP: 2 | 3 }) => unknown,
   createCluster: (options: { rootNodes: { url: string }[]; RESP: 2 | 3 }) => unknown,
+  createSentinel: (options: {
+    name: string;
+    sentinelRootNodes: { host: string; port: number }[];
+    RESP: 2 | 3;
+  }) => unknown,
 ): ClientKind {
   const open = async (handle: NodeRedisHandle): Promise<Connected> => {
     // Errors reach the store through its calls; unheard, the event would be printed.
@@ -97,16 +112,18 @@ function nodeRedis(
           RESP,
         }) as NodeRedisHandle,
       ),
+    sentinel: ({ sentinels, name }) =>
+      open(createSentinel({ name, sentinelRootNodes: sentinels, RESP }) as NodeRedisHandle),
   };
 }
 
 export const CLIENTS: readonly ClientKind[] = [
   ioredisLike('ioredis 6', IoredisRedis, IoredisCluster),
   ioredisLike('iovalkey', IovalkeyRedis, IovalkeyCluster),
-  nodeRedis(6, 3, createClient6, createCluster6),
-  nodeRedis(6, 2, createClient6, createCluster6),
-  nodeRedis(5, 3, createClient5, createCluster5),
-  nodeRedis(5, 2, createClient5, createCluster5),
+  nodeRedis(6, 3, createClient6, createCluster6, createSentinel6),
+  nodeRedis(6, 2, createClient6, createCluster6, createSentinel6),
+  nodeRedis(5, 3, createClient5, createCluster5, createSentinel5),
+  nodeRedis(5, 2, createClient5, createCluster5, createSentinel5),
 ];
 
 export function clientKind(name: string): ClientKind {
