@@ -105,10 +105,10 @@ for (const kind of CLIENTS)
       await limiter.close();
     }, 60_000);
 
-    // A node-redis RedisSentinel shows no lost master: it stays ready, and holds a call until Sentinel names another.
-    it.skipIf(kind.name.startsWith('node-redis'))(
-      'is refused at once with store_unavailable while its master is killed, until Sentinel promotes the replica',
-      async () => {
+    // A node-redis RedisSentinel shows no lost master: it stays ready, and holds a call until Sentinel names another
+    // (docs/redis.md), so this holds for the ioredis-shaped clients only, and is not made for the others.
+    if (!kind.name.startsWith('node-redis'))
+      it('is refused at once with store_unavailable while its master is killed, until Sentinel promotes the replica', async () => {
         const watch = watched(connected.client);
         const org = uniqueOrg('sentinel-kill');
         try {
@@ -132,9 +132,7 @@ for (const kind of CLIENTS)
         } finally {
           await watch.limiter.close();
         }
-      },
-      60_000,
-    );
+      }, 60_000);
   });
 
 describe.skipIf(!canSpawn)(
