@@ -520,7 +520,7 @@ class TokenBucketLimiter implements Limiter {
         ? answer
         : await (consuming ? this.consumeDeadlines : this.deadlines).race(answer);
     } catch (error) {
-      return this.byPolicy(error, request, operation, rule, limits, cost);
+      return this.byPolicy(error, request, operation, rule, limits, buckets, cost);
     }
     if (this.outage !== undefined) this.storeAnswered();
     return this.report(decide(outcomes, rule, limits, cost, 'store'), request);
@@ -546,6 +546,7 @@ class TokenBucketLimiter implements Limiter {
     operation: Operation,
     rule: EndpointRule,
     limits: readonly Limit[],
+    buckets: readonly Limit[],
     cost: number,
   ): Promise<Decision> {
     const failure = storeError(error);
@@ -559,7 +560,6 @@ class TokenBucketLimiter implements Limiter {
       throw failedCall(failure, this.ownTimeouts.includes(error as RateLimitError) ? undefined : error);
     }
     const { organization } = request;
-    const buckets = bucketLimits(rule, limits);
     const outcomes =
       operation === 'consume'
         ? await fallback.consume(organization, rule.key, buckets, cost)

@@ -79,6 +79,12 @@ export class CallBatch {
     const budget = this.budgets[i] as number;
     return budget !== Number.POSITIVE_INFINITY && deadline - (QUEUE_WAIT_FACTOR - 1) * budget <= now;
   }
+
+  /** Index of the first call past what its caller waits for at `now` (see expired), or -1. */
+  firstExpired(now: number, connecting: boolean): number {
+    for (let i = 0; i < this.keys.length; i++) if (this.expired(i, now, connecting)) return i;
+    return -1;
+  }
 }
 
 /**
@@ -222,13 +228,7 @@ export class AutoBatcher {
   /** The batch less the calls past what their callers wait for (see CallBatch.expired), which are rejected. */
   private withoutExpired(batch: CallBatch, connecting: boolean): CallBatch {
     const now = performance.now();
-    let first = -1;
-    for (let i = 0; i < batch.length; i++) {
-      if (batch.expired(i, now, connecting)) {
-        first = i;
-        break;
-      }
-    }
+    const first = batch.firstExpired(now, connecting);
     if (first === -1) return batch;
     const kept = new CallBatch();
     const expired = new CallBatch();
