@@ -68,16 +68,36 @@ function converted(held: number, storedU: number, limit: BucketShape): number {
 
 /**
  * The outcome of charging a bucket, as one number: `outcome >= 0`: the request was admitted and the bucket holds
- * `outcome` units after it; `outcome < 0`: nothing was charged, and the bucket holds `-1 - outcome` units. A request
- * with several limits gets one outcome per limit, all admitted or none (a limit that had the tokens but was not
- * charged, because another refused, reports what it holds as a negative outcome too).
+ * `outcome` units after it; `outcome < 0`: nothing was charged, and the bucket holds `-1 - outcome` units, or, when it
+ * is in debt (a settled lease used more than it reserved: it holds h < 0 units), the outcome is `h - 1 - DEBT_OFFSET`,
+ * below every outcome of a bucket that is not. A request with several limits gets one outcome per limit, all admitted
+ * or none (a limit that had the tokens but was not charged, because another refused, reports what it holds as a
+ * negative outcome too). For a concurrency limit a unit is a slot, and what it "holds" is its free slots.
  */
 export type Outcome = number;
+
+/**
+ * Where the outcomes of a bucket in debt start: a refused bucket holds less than the capacity it was asked (at most
+ * 2^52 units), so `-1 - held` lies in [-2^52, -1] for held >= 0, and a debt h in [1 - 2^52, -1] (DEBT_FLOOR) gives
+ * `h - 1 - 2^52` in [-2^53, -2^52 - 2]: every one an integer a double holds exactly.
+ */
+export const DEBT_OFFSET: number = 2 ** 52;
+
+/** The deepest debt a bucket may be in, in units: minus its capacity, and above -2^52 (see DEBT_OFFSET). */
+export function debtFloor(limit: BucketShape): number {
+  const full = limit.capacity * limit.unitsPerToken;
+  return full < DEBT_OFFSET ? -full : 1 - DEBT_OFFSET;
+}
+
+/** The outcome of a refusal by a bucket holding `held` units (negative in debt). */
+export function refusal(held: number): Outcome {
+  return held >= 0 ? -1 - held : held - 1 - DEBT_OFFSET;
+}
 
 /** Outcome of asking `cost` tokens of `limit` from a bucket holding `held` units. */
 export function take(held: number, cost: number, limit: BucketShape): Outcome {
   const need = cost * limit.unitsPerToken;
-  return held >= need ? held - need : -1 - held;
+  return held >= need ? held - need : refusal(held);
 }
 
 /** True when the outcome is a refusal: nothing was charged. */
@@ -85,9 +105,15 @@ export function isLimited(outcome: Outcome): boolean {
   return outcome < 0;
 }
 
-/** Units the bucket holds after the request (after the charge if admitted, untouched if not). */
+/** Units the bucket holds after the request (after the charge if admitted, untouched if not; negative in debt). */
 export function unitsAfter(outcome: Outcome): number {
-  return outcome < 0 ? -1 - outcome : outcome;
+  if (outcome >= 0) return outcome;
+  return outcome >= -DEBT_OFFSET ? -1 - outcome : outcome + 1 + DEBT_OFFSET;
+}
+
+/** The cost a request asks of its i-th limit: a number asks it of every limit, a list one per limit, in order. */
+export function costAt(cost: number | readonly number[], i: number): number {
+  return typeof cost === 'number' ? cost : (cost[i] as number);
 }
 
 /** Whole tokens left after the request; 0 when limited. */
@@ -95,16 +121,22 @@ export function remainingTokens(outcome: Outcome, limit: BucketShape): number {
   return outcome < 0 ? 0 : Math.floor(outcome / limit.unitsPerToken);
 }
 
-/** Whole seconds until this limit's bucket holds `cost` tokens (at least 1 when it lacks them); 0 when it has them. */
+/**
+ * Whole seconds until this limit's bucket holds `cost` tokens (at least 1 when it lacks them); 0 when it has them. A
+ * concurrency limit that lacks the slots answers 1: a slot frees when a holder settles, which nobody can foresee
+ * (docs/algorithm.md, "Leases").
+ */
 export function retryAfterSeconds(outcome: Outcome, limit: BucketShape, cost: number): number {
   const missing = cost * limit.unitsPerToken - unitsAfter(outcome);
   if (outcome >= 0 || missing <= 0) return 0;
+  if (limit.unitsPerMs === 0) return 1;
   const seconds = ceilDiv(missing, limit.unitsPerMs * 1000);
   return seconds > 1 ? seconds : 1;
 }
 
-/** Whole seconds until the bucket is full again. */
+/** Whole seconds until the bucket is full again; 0 for a concurrency limit, which does not refill. */
 export function resetAfterSeconds(outcome: Outcome, limit: BucketShape): number {
+  if (limit.unitsPerMs === 0) return 0;
   return ceilDiv(limit.capacity * limit.unitsPerToken - unitsAfter(outcome), limit.unitsPerMs * 1000);
 }
 
@@ -113,9 +145,12 @@ export function msUntilFull(units: number, limit: BucketShape): number {
   return ceilDiv(limit.capacity * limit.unitsPerToken - units, limit.unitsPerMs);
 }
 
-/** Milliseconds from the moment of an outcome until the bucket holds `cost` tokens (a deny cache's horizon). */
+/**
+ * Milliseconds from the moment of an outcome until the bucket holds `cost` tokens (a deny cache's horizon); 0 for a
+ * concurrency limit, whose slot may free at any moment.
+ */
 export function msUntilAvailable(outcome: Outcome, limit: BucketShape, cost: number): number {
   const missing = cost * limit.unitsPerToken - unitsAfter(outcome);
-  if (outcome >= 0 || missing <= 0) return 0;
+  if (outcome >= 0 || missing <= 0 || limit.unitsPerMs === 0) return 0;
   return ceilDiv(missing, limit.unitsPerMs);
 }

@@ -7,10 +7,14 @@
 export {
   type BucketShape,
   ceilDiv,
+  costAt,
+  DEBT_OFFSET,
+  debtFloor,
   isLimited,
   msUntilAvailable,
   msUntilFull,
   type Outcome,
+  refusal,
   remainingTokens,
   resetAfterSeconds,
   retryAfterSeconds,
@@ -39,10 +43,14 @@ export {
   type StoreErrorPolicy,
 } from './limiter.js';
 export {
+  type ConcurrencyOptions,
+  concurrency,
+  isConcurrency,
   isLimit,
   type Limit,
   type Limits,
   MAX_BUCKET_UNITS,
+  MAX_CONCURRENCY,
   MAX_INTERVAL_MS,
   MAX_LIMITS_PER_REQUEST,
   MAX_REFILL,
@@ -56,4 +64,11 @@ export {
 } from './limits.js';
 export { checkOptionKeys } from './options.js';
 export { type Identity, limitFor, MAX_LIMIT, PLANS, type Plan, type Plans, SPEC_PLANS } from './plans.js';
-export { clientClock, QUEUE_WAIT_FACTOR, type Store } from './store.js';
+export {
+  clientClock,
+  type Lease,
+  type LeaseChange,
+  MAX_LEASE_MS,
+  QUEUE_WAIT_FACTOR,
+  type Store,
+} from './store.js';

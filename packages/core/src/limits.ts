@@ -8,9 +8,14 @@ import { checkOptionKeys } from './options.js';
  * refill / g units per millisecond, so every amount the arithmetic touches is an integer.
  */
 export interface Limit {
+  /**
+   * 'bucket': a token bucket (tokenBucket, perSecond ... perDay). 'concurrency': at most `capacity` leases held at once
+   * (concurrency); its refill, intervalMs and unitsPerMs are 0 and unitsPerToken 1, so a slot is one unit.
+   */
+  readonly kind: 'bucket' | 'concurrency';
   /** Tells the buckets of one request apart, and names the limit in headers and metrics: '1s', '1m', '1h', '1d'. */
   readonly name: string;
-  /** Most tokens the bucket holds: the burst. */
+  /** Most tokens the bucket holds: the burst; for a concurrency limit, the most slots held at once. */
   readonly capacity: number;
   /** Tokens added every `intervalMs`. */
   readonly refill: number;
@@ -18,7 +23,7 @@ export interface Limit {
   readonly intervalMs: number;
   /** Units in one token: intervalMs / gcd(refill, intervalMs). */
   readonly unitsPerToken: number;
-  /** Units added per millisecond: refill / gcd(refill, intervalMs). */
+  /** Units added per millisecond: refill / gcd(refill, intervalMs); 0 for a concurrency limit, which never refills. */
   readonly unitsPerMs: number;
 }
 
@@ -53,6 +58,18 @@ export interface PeriodOptions {
 
 /** Every key of PeriodOptions: perSecond, perMinute, perHour and perDay refuse any other. */
 const PERIOD_OPTIONS = { burst: true, name: true } satisfies Record<keyof PeriodOptions, true>;
+
+/** Options of `concurrency`. */
+export interface ConcurrencyOptions {
+  /** Default: 'concurrency'. */
+  name?: string;
+}
+
+/** Every key of ConcurrencyOptions: concurrency refuses any other. */
+const CONCURRENCY_OPTIONS = { name: true } satisfies Record<keyof ConcurrencyOptions, true>;
+
+/** The most slots a concurrency limit holds. */
+export const MAX_CONCURRENCY = 1_000_000;
 
 /** The longest interval: a day. Longer ones would let the exact unit conversion of a limit change pass 2^53. */
 export const MAX_INTERVAL_MS = 86_400_000;
@@ -110,10 +127,7 @@ export function tokenBucket(options: TokenBucketOptions): Limit {
   const intervalMs = checkWhole(options.intervalMs, 'intervalMs', MAX_INTERVAL_MS);
   const refill = checkWhole(options.refill, 'refill', MAX_REFILL);
   const capacity = checkWhole(options.capacity, 'capacity', MAX_BUCKET_UNITS);
-  const name = options.name ?? intervalName(intervalMs);
-  if (typeof name !== 'string' || !NAME.test(name)) {
-    throw badOption(`a limit's name must be 1 to 64 of A-Z a-z 0-9 . _ -, got ${describeValue(name)}`);
-  }
+  const name = checkName(options.name ?? intervalName(intervalMs));
   const g = gcd(refill, intervalMs);
   const unitsPerToken = intervalMs / g;
   if (capacity * unitsPerToken > MAX_BUCKET_UNITS) {
@@ -121,10 +135,42 @@ export function tokenBucket(options: TokenBucketOptions): Limit {
       `capacity ${capacity} of a limit refilling ${refill} per ${intervalMs} ms is too large to count exactly: capacity × ${unitsPerToken} (the units in a token) must be at most 2^52`,
     );
   }
-  const limit: Limit = Object.freeze({ name, capacity, refill, intervalMs, unitsPerToken, unitsPerMs: refill / g });
+  return register({ kind: 'bucket', name, capacity, refill, intervalMs, unitsPerToken, unitsPerMs: refill / g });
+}
+
+function checkName(name: unknown): string {
+  if (typeof name !== 'string' || !NAME.test(name)) {
+    throw badOption(`a limit's name must be 1 to 64 of A-Z a-z 0-9 . _ -, got ${describeValue(name)}`);
+  }
+  return name;
+}
+
+function register(fields: Limit): Limit {
+  const limit: Limit = Object.freeze(fields);
   made.add(limit);
   alone.set(limit, Object.freeze([limit]));
   return limit;
+}
+
+/**
+ * At most `n` requests at once: a request holds a slot of it from `limiter.reserve` until its lease is settled,
+ * cancelled or expires (docs/algorithm.md, "Leases"). It stands beside token buckets in a request's limits, a plan or an
+ * endpoint rule, and is charged all-or-nothing with them; `limiter.consume` refuses a request that carries one, since
+ * nothing would free its slot.
+ */
+export function concurrency(n: number, options?: ConcurrencyOptions): Limit {
+  checkWhole(n, 'concurrency', MAX_CONCURRENCY);
+  if (options !== undefined && (typeof options !== 'object' || options === null)) {
+    throw badOption(`concurrency takes { name? } as its second argument, got ${describeValue(options)}`);
+  }
+  if (options !== undefined) checkOptionKeys(options, CONCURRENCY_OPTIONS, 'concurrency');
+  const name = checkName(options?.name ?? 'concurrency');
+  return register({ kind: 'concurrency', name, capacity: n, refill: 0, intervalMs: 0, unitsPerToken: 1, unitsPerMs: 0 });
+}
+
+/** Whether a limit is a concurrency limit (held by leases) rather than a token bucket. */
+export function isConcurrency(limit: Limit): boolean {
+  return limit.kind === 'concurrency';
 }
 
 function perPeriod(n: number, options: PeriodOptions | undefined, intervalMs: number, what: string): Limit {
@@ -239,7 +285,7 @@ function shapedList(limit: Limit): readonly Limit[] {
 function notALimit(value: unknown, what: string, code: 'invalid_argument' | 'invalid_option'): RateLimitError {
   return new RateLimitError(
     code,
-    `ratecard: ${what} must be a limit or an array of limits made by perSecond, perMinute, perHour, perDay or tokenBucket, got ${describeValue(value)}`,
+    `ratecard: ${what} must be a limit or an array of limits made by perSecond, perMinute, perHour, perDay, tokenBucket or concurrency, got ${describeValue(value)}`,
   );
 }
 
@@ -251,15 +297,23 @@ function notALimit(value: unknown, what: string, code: 'invalid_argument' | 'inv
  */
 function adopted(value: unknown): boolean {
   if (typeof value !== 'object' || value === null || !Object.isFrozen(value)) return false;
-  const { name, capacity, refill, intervalMs, unitsPerToken, unitsPerMs } = value as Limit;
+  const { kind, name, capacity, refill, intervalMs, unitsPerToken, unitsPerMs } = value as Limit;
   if (typeof name !== 'string') return false;
   let own: Limit;
   try {
-    own = tokenBucket({ capacity, refill, intervalMs, name });
+    own = kind === 'concurrency' ? concurrency(capacity, { name }) : tokenBucket({ capacity, refill, intervalMs, name });
   } catch {
     return false;
   }
-  if (own.unitsPerToken !== unitsPerToken || own.unitsPerMs !== unitsPerMs) return false;
+  if (
+    own.kind !== kind ||
+    own.refill !== refill ||
+    own.intervalMs !== intervalMs ||
+    own.unitsPerToken !== unitsPerToken ||
+    own.unitsPerMs !== unitsPerMs
+  ) {
+    return false;
+  }
   made.add(value as Limit);
   alone.set(value as Limit, Object.freeze([value as Limit]));
   return true;

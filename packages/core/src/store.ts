@@ -24,18 +24,44 @@ export interface Store {
   readonly tellsQueueFromOutage?: boolean;
   /**
    * Takes `cost` tokens from the bucket of every limit if each holds them, else from none, atomically; one outcome
-   * (bucket.ts) per limit, in order. `budgetMs`: how long from this call the caller waits (for a store that
-   * `tellsQueueFromOutage`, see there); a call still unsent then is dropped, never charged.
+   * (bucket.ts) per limit, in order. `cost`: one number for every limit, or one per limit (costAt). `budgetMs`: how
+   * long from this call the caller waits (for a store that `tellsQueueFromOutage`, see there); a call still unsent then
+   * is dropped, never charged.
+   *
+   * With `lease`, the call reserves (docs/stores.md, "Leases"): admitted, it sets its cost aside in each bucket and
+   * takes its slots of each concurrency limit, held under `lease.id` until `lease.ms` from now on the store's clock,
+   * when the lease expires keeping its charge. A bucket's outcome counts what leases have set aside as taken. Without
+   * `lease`, the limits hold no concurrency limit (the limiter sees to it).
    */
   consume(
     organization: string,
     endpoint: string,
     limits: readonly Limit[],
-    cost: number,
+    cost: number | readonly number[],
     budgetMs?: number,
+    lease?: Lease,
   ): Outcome[] | Promise<Outcome[]>;
+  /**
+   * Ends or extends the lease `change.id` that a `consume` of these limits took, atomically: with `actual`, each bucket
+   * is charged that many tokens in place of what the lease set aside (below empty down to its debtFloor at most) and
+   * the slots are freed; with `holdMs`, the lease is held until `holdMs` from now instead. True when the lease was held
+   * and the change made; false, changing nothing, when it was not (expired, settled, or never taken). `budgetMs` as for
+   * `reset`.
+   */
+  settle(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    change: LeaseChange,
+    budgetMs?: number,
+  ): boolean | Promise<boolean>;
   /** The outcomes `consume` would give now, charging nothing and writing nothing. */
-  peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Outcome[] | Promise<Outcome[]>;
+  peek(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    cost: number | readonly number[],
+  ): Outcome[] | Promise<Outcome[]>;
   /**
    * Makes the bucket of each limit full again (forgets it). `budgetMs`: how long from this call the caller waits, as
    * for `consume`; a reset that would take effect only after it (still unsent, or reaching the backend late) forgets
@@ -45,6 +71,26 @@ export interface Store {
   /** Releases what the store holds (timers, caches) and sends nothing more; client connections stay the caller's. */
   close(): void | Promise<void>;
 }
+
+/** A lease a reserving `consume` takes: its id, unique among the leases of the key, and how long it is held. */
+export interface Lease {
+  /** 1 to 64 of A-Z a-z 0-9 _ - (the limiter makes 22 random ones). */
+  readonly id: string;
+  /** Milliseconds from the store's now until the lease expires, 1 to MAX_LEASE_MS. */
+  readonly ms: number;
+}
+
+/**
+ * What `settle` does to a lease: `{ id, actual }` settles it, each bucket charged `actual` tokens (one number for
+ * every limit, or one per limit, as a consume's cost; 0 gives back all that was set aside: a cancel), its slots freed;
+ * `{ id, holdMs }` holds it `holdMs` more from now, charging nothing.
+ */
+export type LeaseChange =
+  | { readonly id: string; readonly actual: number | readonly number[]; readonly holdMs?: undefined }
+  | { readonly id: string; readonly holdMs: number; readonly actual?: undefined };
+
+/** The longest a lease is held at once: a day; `extend` holds it longer. */
+export const MAX_LEASE_MS = 86_400_000;
 
 /**
  * How many budgets a store that `tellsQueueFromOutage` lets a call wait behind others while the backend answers them:
