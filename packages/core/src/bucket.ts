@@ -10,8 +10,11 @@ import type { Limit } from './limits.js';
  * them), so nothing drifts.
  */
 
-/** The three numbers of a limit the arithmetic reads; a store keeps them with a bucket as the shape then in force. */
-export type BucketShape = Pick<Limit, 'capacity' | 'unitsPerToken' | 'unitsPerMs'>;
+/**
+ * The numbers of a limit the arithmetic reads; a store keeps them with a bucket as the shape then in force. A quota's
+ * (unitsPerMs 0) carries the end of the period a call falls in, `periodEnd`.
+ */
+export type BucketShape = Pick<Limit, 'capacity' | 'unitsPerToken' | 'unitsPerMs' | 'periodEnd'>;
 
 /** Whether two shapes refill alike: a bucket written under one is read under the other without conversion. */
 export function sameShape(a: BucketShape, b: BucketShape): boolean {
@@ -24,6 +27,15 @@ export function sameShape(a: BucketShape, b: BucketShape): boolean {
  */
 export function ceilDiv(a: number, b: number): number {
   return Math.ceil(a / b);
+}
+
+/**
+ * The time a bucket is written at: `now`, or the time it was written at if later (an interval never refills twice);
+ * for a quota, the end of its period (the later of the stored one and the call's). `storedAt` 0 for a new bucket.
+ */
+export function writtenAt(storedAt: number, now: number, limit: BucketShape): number {
+  const at = limit.periodEnd ?? now;
+  return storedAt > at ? storedAt : at;
 }
 
 /**
@@ -40,6 +52,11 @@ export function unitsAt(
   now: number,
   limit: BucketShape,
 ): number {
+  // A quota's bucket holds `units` for the period ending at `updatedAt`; a later period starts full.
+  if (limit.periodEnd !== undefined) {
+    const full = limit.capacity * limit.unitsPerToken;
+    return updatedAt < limit.periodEnd || units > full ? full : units;
+  }
   const storedU = stored.unitsPerToken;
   const storedFull = stored.capacity * storedU;
   const elapsed = now - updatedAt;
@@ -129,19 +146,34 @@ export function remainingTokens(outcome: Outcome, limit: BucketShape): number {
 export function retryAfterSeconds(outcome: Outcome, limit: BucketShape, cost: number): number {
   const missing = cost * limit.unitsPerToken - unitsAfter(outcome);
   if (outcome >= 0 || missing <= 0) return 0;
+  if (limit.periodEnd !== undefined) return Math.max(1, secondsUntil(limit.periodEnd));
   if (limit.unitsPerMs === 0) return 1;
   const seconds = ceilDiv(missing, limit.unitsPerMs * 1000);
   return seconds > 1 ? seconds : 1;
 }
 
-/** Whole seconds until the bucket is full again; 0 for a concurrency limit, which does not refill. */
+/**
+ * Whole seconds until the bucket is full again: for a quota, until its next period starts (by this process's clock);
+ * 0 for a concurrency limit, which does not refill.
+ */
 export function resetAfterSeconds(outcome: Outcome, limit: BucketShape): number {
+  if (limit.periodEnd !== undefined) return secondsUntil(limit.periodEnd);
   if (limit.unitsPerMs === 0) return 0;
   return ceilDiv(limit.capacity * limit.unitsPerToken - unitsAfter(outcome), limit.unitsPerMs * 1000);
 }
 
-/** Milliseconds from the moment of the outcome until a bucket holding `units` is full again (a store's TTL). */
+/** Whole seconds from this process's now until an instant, 0 when it has passed. */
+function secondsUntil(instant: number): number {
+  const ms = instant - Date.now();
+  return ms > 0 ? ceilDiv(ms, 1000) : 0;
+}
+
+/**
+ * Milliseconds from the moment of the outcome until a bucket holding `units` is full again (a store's TTL); 0 for a
+ * limit that never refills: a quota written at its period's end (writtenAt) is full again then.
+ */
 export function msUntilFull(units: number, limit: BucketShape): number {
+  if (limit.unitsPerMs === 0) return 0;
   return ceilDiv(limit.capacity * limit.unitsPerToken - units, limit.unitsPerMs);
 }
 

@@ -22,7 +22,16 @@ export {
   take,
   unitsAfter,
   unitsAt,
+  writtenAt,
 } from './bucket.js';
+export {
+  type CalendarPeriod,
+  type CalendarPeriodOptions,
+  CurrentPeriod,
+  calendarPeriod,
+  type PeriodBounds,
+  periodAt,
+} from './calendar.js';
 export { type Decision, type DecisionSource, type LimitState, limitStates } from './decision.js';
 export {
   DEFAULT_ENDPOINTS,
@@ -45,6 +54,7 @@ export {
 export {
   type ConcurrencyOptions,
   concurrency,
+  inPeriod,
   isConcurrency,
   isLimit,
   type Limit,
@@ -59,6 +69,8 @@ export {
   perHour,
   perMinute,
   perSecond,
+  type QuotaOptions,
+  quota,
   type TokenBucketOptions,
   tokenBucket,
 } from './limits.js';

@@ -3,7 +3,7 @@ import { DeadlineQueue } from './deadlines.js';
 import { type Decision, decide, decideWithoutStore } from './decision.js';
 import { DEFAULT_ENDPOINTS, type EndpointRule, EndpointRules, type EndpointSpec, EVERY_ENDPOINT } from './endpoints.js';
 import { describeValue, RateLimitError } from './errors.js';
-import { type Limit, type Limits, limitList, limitsByShape } from './limits.js';
+import { inPeriod, type Limit, type Limits, limitList, limitsByShape } from './limits.js';
 import { checkOptionKeys } from './options.js';
 import { type Identity, PlanBook, type Plans } from './plans.js';
 import {
@@ -540,7 +540,9 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
     const own = request.limits;
     const rule = this.ruleOf(endpoint, own);
     // Validated even for an unlimited endpoint, so that a caller's bug shows wherever it is.
-    const limits = own === undefined ? this.plans.limitsFor(request, rule) : this.plans.ownLimits(request, own);
+    const given = own === undefined ? this.plans.limitsFor(request, rule) : this.plans.ownLimits(request, own);
+    // A quota as the limit of the period this decision falls in.
+    const limits = inPeriod(given, Date.now());
     const cost = checkCost(request.cost, limits);
     // A cost of one number for every limit means no concurrency limit is among them (checkCost).
     if (operation === 'consume' && typeof cost !== 'number') consumeHoldsNoLease(limits);

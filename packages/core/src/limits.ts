@@ -1,3 +1,4 @@
+import { type CalendarPeriod, type CalendarPeriodOptions, CurrentPeriod, calendarPeriod } from './calendar.js';
 import { describeValue, RateLimitError } from './errors.js';
 import { checkOptionKeys } from './options.js';
 
@@ -10,9 +11,18 @@ import { checkOptionKeys } from './options.js';
 export interface Limit {
   /**
    * 'bucket': a token bucket (tokenBucket, perSecond ... perDay). 'concurrency': at most `capacity` leases held at once
-   * (concurrency); its refill, intervalMs and unitsPerMs are 0 and unitsPerToken 1, so a slot is one unit.
+   * (concurrency). 'quota': at most `capacity` per calendar period (quota). The last two never refill: their refill,
+   * intervalMs and unitsPerMs are 0 and unitsPerToken 1, so a slot or a request is one unit.
    */
-  readonly kind: 'bucket' | 'concurrency';
+  readonly kind: 'bucket' | 'concurrency' | 'quota';
+  /** A quota's calendar: per day, week or month, in a time zone. */
+  readonly period?: CalendarPeriod;
+  /**
+   * A quota as a store is given it: the period a decision falls in, by the limiter's clock (epoch ms, start inclusive,
+   * end exclusive). The bucket counts for that period, and is full again when a later one starts.
+   */
+  readonly periodStart?: number;
+  readonly periodEnd?: number;
   /** Tells the buckets of one request apart, and names the limit in headers and metrics: '1s', '1m', '1h', '1d'. */
   readonly name: string;
   /** Most tokens the bucket holds: the burst; for a concurrency limit, the most slots held at once. */
@@ -176,6 +186,65 @@ export function concurrency(n: number, options?: ConcurrencyOptions): Limit {
   });
 }
 
+/** Options of `quota`: the calendar period, and a name. */
+export interface QuotaOptions extends CalendarPeriodOptions {
+  /** Default: the period, 'day', 'week' or 'month'. */
+  name?: string;
+}
+
+/**
+ * At most `n` per calendar period: per day, week (from Monday) or month (from `anchorDay`, default 1), starting at
+ * midnight in `timeZone` (IANA name, default 'UTC'). Nothing refills within a period; the count starts again when the
+ * next one starts. It stands beside token buckets and concurrency limits, charged all-or-nothing with them.
+ */
+export function quota(n: number, options: QuotaOptions): Limit {
+  checkWhole(n, 'quota', MAX_REFILL);
+  if (typeof options !== 'object' || options === null) {
+    throw badOption(
+      `quota needs { per, timeZone?, anchorDay?, name? } as its second argument, got ${describeValue(options)}`,
+    );
+  }
+  const { name, ...calendar } = options;
+  const period = calendarPeriod(calendar);
+  return register({
+    kind: 'quota',
+    name: checkName(name ?? period.per),
+    capacity: n,
+    refill: 0,
+    intervalMs: 0,
+    unitsPerToken: 1,
+    unitsPerMs: 0,
+    period,
+  });
+}
+
+/** Each quota's period in force and the limit a store is given for it: remade when a decision falls outside it. */
+const periods = new WeakMap<Limit, { current: CurrentPeriod; start: number; limit: Limit }>();
+
+/**
+ * A request's limits as a store is given them at `now`: each quota as the limit of the period `now` falls in
+ * (`periodStart`, `periodEnd`), made once per period; the list itself when it holds no quota.
+ */
+export function inPeriod(limits: readonly Limit[], now: number): readonly Limit[] {
+  let found = false;
+  for (let i = 0; i < limits.length; i++) if ((limits[i] as Limit).period !== undefined) found = true;
+  if (!found) return limits;
+  return limits.map((limit) => {
+    if (limit.period === undefined) return limit;
+    let kept = periods.get(limit);
+    if (kept === undefined) {
+      kept = { current: new CurrentPeriod(limit.period), start: Number.NaN, limit };
+      periods.set(limit, kept);
+    }
+    const bounds = kept.current.at(now);
+    if (bounds.start !== kept.start) {
+      kept.start = bounds.start;
+      kept.limit = Object.freeze({ ...limit, periodStart: bounds.start, periodEnd: bounds.end });
+    }
+    return kept.limit;
+  });
+}
+
 /** Whether a limit is a concurrency limit (held by leases) rather than a token bucket. */
 export function isConcurrency(limit: Limit): boolean {
   return limit.kind === 'concurrency';
@@ -283,7 +352,13 @@ export function limitsByShape(limits: readonly Limit[]): readonly Limit[] {
 function shapedList(limit: Limit): readonly Limit[] {
   let list = shapedAlone.get(limit);
   if (list === undefined) {
-    const name = `${limit.name}.${limit.capacity}.${limit.refill}.${limit.intervalMs}`;
+    const period = limit.period;
+    // A quota by its calendar: the zone's '/' and '+' are not name characters.
+    const numbers =
+      period === undefined
+        ? `${limit.capacity}.${limit.refill}.${limit.intervalMs}`
+        : `${limit.capacity}.${period.per}.${period.timeZone.replace(/[^A-Za-z0-9_-]/g, '_')}.${period.anchorDay ?? 1}`;
+    const name = `${limit.name}.${numbers}`;
     list = Object.freeze([Object.freeze({ ...limit, name })]);
     shapedAlone.set(limit, list);
   }
@@ -293,7 +368,7 @@ function shapedList(limit: Limit): readonly Limit[] {
 function notALimit(value: unknown, what: string, code: 'invalid_argument' | 'invalid_option'): RateLimitError {
   return new RateLimitError(
     code,
-    `ratecard: ${what} must be a limit or an array of limits made by perSecond, perMinute, perHour, perDay, tokenBucket or concurrency, got ${describeValue(value)}`,
+    `ratecard: ${what} must be a limit or an array of limits made by perSecond, perMinute, perHour, perDay, tokenBucket, concurrency or quota, got ${describeValue(value)}`,
   );
 }
 
@@ -305,12 +380,16 @@ function notALimit(value: unknown, what: string, code: 'invalid_argument' | 'inv
  */
 function adopted(value: unknown): boolean {
   if (typeof value !== 'object' || value === null || !Object.isFrozen(value)) return false;
-  const { kind, name, capacity, refill, intervalMs, unitsPerToken, unitsPerMs } = value as Limit;
+  const { kind, name, capacity, refill, intervalMs, unitsPerToken, unitsPerMs, period } = value as Limit;
   if (typeof name !== 'string') return false;
   let own: Limit;
   try {
     own =
-      kind === 'concurrency' ? concurrency(capacity, { name }) : tokenBucket({ capacity, refill, intervalMs, name });
+      kind === 'concurrency'
+        ? concurrency(capacity, { name })
+        : kind === 'quota'
+          ? quota(capacity, { ...calendarOptions(period as CalendarPeriod), name })
+          : tokenBucket({ capacity, refill, intervalMs, name });
   } catch {
     return false;
   }
@@ -326,6 +405,12 @@ function adopted(value: unknown): boolean {
   made.add(value as Limit);
   alone.set(value as Limit, Object.freeze([value as Limit]));
   return true;
+}
+
+/** The options a calendar period was made from. */
+function calendarOptions(period: CalendarPeriod): CalendarPeriodOptions {
+  const { per, timeZone, anchorDay } = period;
+  return per === 'month' ? { per, timeZone, anchorDay } : { per, timeZone };
 }
 
 /** Whether a value is a limit made by this module (and so checked and frozen), or by another copy of it. */

@@ -8,6 +8,7 @@ import vectorFile from '../vectors/token-bucket.json' with { type: 'json' };
 import { classicContract } from './testing/contract-classic.js';
 import { leasesContract } from './testing/contract-leases.js';
 import { limitsContract } from './testing/contract-limits.js';
+import { quotasContract } from './testing/contract-quotas.js';
 import { type ContractBody, START, type StoreHarness, type TestApi } from './testing/contract-support.js';
 import { vectorContract } from './testing/contract-vectors.js';
 import type { VectorFile } from './testing/vectors.js';
@@ -37,7 +38,7 @@ let runs = 0;
 
 /**
  * Runs the contract every Store must meet: the spec's per-minute buckets (contract-classic.ts), the general limit
- * model with several limits per call (contract-limits.ts), leases (contract-leases.ts), and the shared test vectors
+ * model with several limits per call (contract-limits.ts), leases (contract-leases.ts), quotas (contract-quotas.ts), and the shared test vectors
  * (contract-vectors.ts).
  */
 export function storeContractSuite(name: string, harness: StoreHarness, api: TestApi): void {
@@ -63,6 +64,7 @@ export function storeContractSuite(name: string, harness: StoreHarness, api: Tes
     classicContract(test);
     limitsContract(test);
     leasesContract(test);
+    quotasContract(test);
     vectorContract(test, TEST_VECTORS);
   });
 }

@@ -20,6 +20,7 @@ import {
   sameShape,
   take,
   unitsAt,
+  writtenAt,
 } from '@ratecard/core';
 
 /** Options of `memoryStore`; both have defaults. */
@@ -182,7 +183,7 @@ class InProcessStore implements MemoryStore {
       const slot = this.callSlots[i] as number;
       // Time never moves backwards in a bucket, or the same interval would refill twice.
       if (slot >= 0) {
-        const at = Math.max(now, this.state[slot * STRIDE + 1] as number);
+        const at = writtenAt(this.state[slot * STRIDE + 1] as number, now, limits[i] as Limit);
         this.write(slot, units[i] as number, at, limits[i] as Limit);
       }
     }
@@ -247,8 +248,9 @@ class InProcessStore implements MemoryStore {
     const q = slot === undefined ? limit.capacity * u : this.unitsNow(slot, now, limit);
     const aside = setAside(held, name) * u;
     const units = Math.max(q - tokens * u, aside + debtFloor(limit));
-    if (slot === undefined) this.write(this.create(endpoint, name, organization, now), units, now, limit);
-    else this.write(slot, units, Math.max(now, this.state[slot * STRIDE + 1] as number), limit);
+    if (slot === undefined)
+      this.write(this.create(endpoint, name, organization, now), units, writtenAt(0, now, limit), limit);
+    else this.write(slot, units, writtenAt(this.state[slot * STRIDE + 1] as number, now, limit), limit);
   }
 
   /** Q of a slot at `now` under `limit`'s shape. */
@@ -334,7 +336,12 @@ class InProcessStore implements MemoryStore {
     for (let i = 0; i < limits.length; i++) {
       if (this.callSlots[i] !== -1) continue;
       const limit = limits[i] as Limit;
-      this.write(this.create(endpoint, limit.name, organization, now), this.callHeld[i] as number, now, limit);
+      this.write(
+        this.create(endpoint, limit.name, organization, now),
+        this.callHeld[i] as number,
+        writtenAt(0, now, limit),
+        limit,
+      );
     }
   }
 
@@ -350,7 +357,7 @@ class InProcessStore implements MemoryStore {
       const slot = this.callSlots[i] as number;
       const limit = limits[i] as Limit;
       if (slot >= 0 && !sameShape(this.shapes[slot] as BucketShape, limit)) {
-        this.write(slot, held, Math.max(now, this.state[slot * STRIDE + 1] as number), limit);
+        this.write(slot, held, writtenAt(this.state[slot * STRIDE + 1] as number, now, limit), limit);
       }
     }
     return outcomes;

@@ -77,8 +77,13 @@ export type ModelLimit =
       intervalMs: number;
       /** Tells the buckets of one key apart; default ''. */
       name?: string;
-      /** 'concurrency': at most `capacity` slots held by leases at once (refill and intervalMs unread). */
-      kind?: 'bucket' | 'concurrency';
+      /**
+       * 'concurrency': at most `capacity` slots held by leases at once; 'quota': at most `capacity` in the period
+       * ending at `periodEnd` (for both, refill and intervalMs unread).
+       */
+      kind?: 'bucket' | 'concurrency' | 'quota';
+      /** A quota's period: the bucket counts for it, and is full again in a later one. */
+      periodEnd?: number;
     }
   | number;
 
@@ -128,6 +133,8 @@ interface Shape {
   name: string;
   /** A concurrency limit: capacity slots, no bucket. */
   slots: boolean;
+  /** A quota's period end: it never refills, and a later period starts full. */
+  periodEnd?: bigint;
   capacity: Ratio;
   /** Tokens per ms: r / I. */
   rate: Ratio;
@@ -164,6 +171,15 @@ function sameShape(a: Shape, b: Shape): boolean {
   return a.capacity.cmp(b.capacity) === 0 && a.rate.cmp(b.rate) === 0 && a.steps === b.steps;
 }
 
+/**
+ * When a bucket is written: now, or when it was written if later (time never moves backwards in a bucket, or the same
+ * interval would refill twice); a quota's, the end of its period, the later of the stored one and the call's.
+ */
+function whenWritten(previous: ModelBucket | undefined, at: bigint, shape: Shape): bigint {
+  const now = shape.periodEnd ?? at;
+  return previous !== undefined && previous.at > now ? previous.at : now;
+}
+
 /** Buckets by (key, limit name), moved by explicit times in ms. */
 export class ExactBucketModel {
   private readonly buckets = new Map<string, ModelBucket>();
@@ -173,6 +189,10 @@ export class ExactBucketModel {
   private tokensAt(bucketKey: string, at: bigint, shape: Shape): Ratio {
     const bucket = this.buckets.get(bucketKey);
     if (bucket === undefined) return shape.capacity;
+    // A quota's bucket counts for the period ending at `at`; a later period starts full.
+    if (shape.periodEnd !== undefined) {
+      return bucket.at < shape.periodEnd ? shape.capacity : bucket.tokens.min(shape.capacity);
+    }
     const elapsed = at > bucket.at ? at - bucket.at : 0n;
     const old = bucket.shape;
     const refilled = bucket.tokens.add(old.rate.mul(Ratio.of(elapsed))).min(old.capacity);
@@ -181,7 +201,7 @@ export class ExactBucketModel {
     return converted.min(shape.capacity);
   }
 
-  private figures(shape: Shape, tokens: Ratio, after: Ratio, cost: Ratio, admitted: boolean): ExactDecision {
+  private figures(shape: Shape, tokens: Ratio, after: Ratio, cost: Ratio, at: bigint): ExactDecision {
     const missing = cost.sub(tokens);
     const lacks = missing.cmp(Ratio.of(0n)) > 0;
     const units = after.mul(Ratio.of(shape.steps));
@@ -192,6 +212,17 @@ export class ExactBucketModel {
     if (shape.slots) {
       // A slot frees when a holder settles, which nobody foresees: retry after the shortest wait; nothing refills.
       return { limited: lacks, units: Number(units.n), remaining, retryAfter: lacks ? 1 : 0, resetAfter: 0 };
+    }
+    if (shape.periodEnd !== undefined) {
+      // A quota is full again when its next period starts.
+      const left = shape.periodEnd > at ? Number(Ratio.of(shape.periodEnd - at, 1000n).ceil()) : 0;
+      return {
+        limited: lacks,
+        units: Number(units.n),
+        remaining,
+        retryAfter: lacks ? Math.max(1, left) : 0,
+        resetAfter: left,
+      };
     }
     const perSecond = shape.rate.mul(Ratio.of(1000n));
     return {
@@ -243,7 +274,7 @@ export class ExactBucketModel {
     const q = this.tokensAt(bucketKey, at, shape);
     const floor = this.aside(key, name).sub(shape.capacity);
     const charged = q.sub(tokens);
-    const when = previous !== undefined && previous.at > at ? previous.at : at;
+    const when = whenWritten(previous, at, shape);
     this.buckets.set(bucketKey, { tokens: charged.cmp(floor) < 0 ? floor : charged, at: when, shape });
   }
 
@@ -268,7 +299,7 @@ export class ExactBucketModel {
     const figures = shapes.map((shape, i) => {
       const tokens = held[i] as Ratio;
       const need = needs[i] as Ratio;
-      return this.figures(shape, tokens, admitted ? tokens.sub(need) : tokens, need, admitted);
+      return this.figures(shape, tokens, admitted ? tokens.sub(need) : tokens, need, at);
     });
     if (charge) {
       shapes.forEach((shape, i) => {
@@ -280,8 +311,7 @@ export class ExactBucketModel {
         // nothing either: its lease sets the cost aside.
         if (!admitted && (previous === undefined || sameShape(previous.shape, shape))) return;
         if (admitted && lease !== undefined && previous === undefined) return;
-        // Time never moves backwards in a bucket, or the same interval would refill twice.
-        const when = previous !== undefined && previous.at > at ? previous.at : at;
+        const when = whenWritten(previous, at, shape);
         const q = qs[i] as Ratio;
         this.buckets.set(bucketKey, {
           tokens: admitted && lease === undefined ? q.sub(needs[i] as Ratio) : q,
