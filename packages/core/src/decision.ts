@@ -13,7 +13,9 @@ export type DecisionSource =
   /** nobody: the store failed and the policy is 'deny' */
   | 'fail-closed'
   /** nobody needed to: the endpoint has no rule */
-  | 'none';
+  | 'none'
+  /** an operator's block (`limiter.block`): the store was not asked */
+  | 'block';
 
 /** The limiter's answer to one request: admitted or not, and what the rate-limit headers report. */
 export interface Decision {
@@ -48,6 +50,8 @@ export interface Decision {
   source: DecisionSource;
   /** The endpoint rule key that applied, or null when none did. */
   rule: string | null;
+  /** Set when an operator's block refused the request (`limiter.block`): why, and until when (epoch ms). */
+  block?: { readonly reason: string; readonly until: number };
 }
 
 /** The figures of one limit of a decision (limitStates). */

@@ -44,6 +44,7 @@ export {
 } from './endpoints.js';
 export { describeValue, RateLimitError, type RateLimitErrorCode } from './errors.js';
 export {
+  type BlockRef,
   type BucketRef,
   createLimiter,
   type Limiter,
@@ -74,11 +75,24 @@ export {
   type TokenBucketOptions,
   tokenBucket,
 } from './limits.js';
+export {
+  type Block,
+  describeKept,
+  type Inspection,
+  type LeaseInspection,
+  type LimitInspection,
+} from './operations.js';
 export { checkOptionKeys } from './options.js';
 export { type Identity, limitFor, MAX_LIMIT, PLANS, type Plan, type Plans, SPEC_PLANS } from './plans.js';
 export { DEFAULT_LEASE_MS, type LeaseEvent, Reservation } from './reservation.js';
 export {
+  type BlockChange,
   clientClock,
+  type KeptBlock,
+  type KeptBlocks,
+  type KeptBucket,
+  type KeptLease,
+  type KeptState,
   type Lease,
   type LeaseChange,
   MAX_LEASE_MS,

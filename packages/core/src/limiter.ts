@@ -4,6 +4,7 @@ import { type Decision, decide, decideWithoutStore } from './decision.js';
 import { DEFAULT_ENDPOINTS, type EndpointRule, EndpointRules, type EndpointSpec, EVERY_ENDPOINT } from './endpoints.js';
 import { describeValue, RateLimitError } from './errors.js';
 import { inPeriod, type Limit, type Limits, limitList, limitsByShape } from './limits.js';
+import { BlockBook, checkBlockMs, checkReason, describeKept, type Inspection } from './operations.js';
 import { checkOptionKeys } from './options.js';
 import { type Identity, PlanBook, type Plans } from './plans.js';
 import {
@@ -76,6 +77,24 @@ export interface BucketRef {
 
 /** Every key of BucketRef: reset refuses any other. */
 const BUCKET_REF = { organization: true, endpoint: true, limits: true } satisfies Record<keyof BucketRef, true>;
+
+/** Whose requests `limiter.block` refuses, for how long, and why. */
+export interface BlockRef {
+  /** The organization (or user, key, IP) the requests name. */
+  organization: string;
+  /** One endpoint (a rule key or `'<METHOD> <path>'`); default every endpoint. */
+  endpoint?: string;
+  /** How long from now, in ms (1 to a year). */
+  forMs: number;
+  /** Why, for the decision (`decision.block.reason`), error bodies and logs; at most 256 characters. */
+  reason?: string;
+}
+
+/** Every key of BlockRef. */
+const BLOCK_REF = { organization: true, endpoint: true, forMs: true, reason: true } satisfies Record<
+  keyof BlockRef,
+  true
+>;
 
 /**
  * What a decision does when the store fails or runs over `storeTimeoutMs`: `'fallback'` asks the fallback store,
@@ -161,6 +180,18 @@ export interface Limiter {
    * rejected with `store_timeout` (docs/errors.md).
    */
   reset(bucket: BucketRef): Promise<void>;
+  /**
+   * Every bucket, quota, concurrency limit and lease stored for an organization and endpoint, in tokens, without the
+   * request's plan (docs/operations.md).
+   */
+  inspect(ref: { organization: string; endpoint: string }): Promise<Inspection>;
+  /**
+   * Refuses the organization's requests (to one endpoint, or all) for `forMs`, with `Retry-After` to the block's end
+   * and its reason on the decision; every process sharing the store within a second. Nothing is charged meanwhile.
+   */
+  block(ref: BlockRef): Promise<void>;
+  /** Lifts a block made by `block` (the same organization and endpoint), everywhere within a second. */
+  unblock(ref: { organization: string; endpoint?: string }): Promise<void>;
   /** The rule for a method and path, or undefined when the endpoint is unlimited. */
   ruleFor(method: string, path: string): EndpointRule | undefined;
   /** The rules this limiter applies. */
@@ -195,6 +226,25 @@ const UNLIMITED: Decision = Object.freeze({
   source: 'none',
   rule: null,
 }) as Decision;
+
+/** The decision for a blocked request: refused as if every bucket were empty, waiting until the block ends. */
+function blocked(
+  block: { until: number; reason: string },
+  rule: EndpointRule,
+  limits: readonly Limit[],
+  cost: number | readonly number[],
+): Decision {
+  const refused = decideWithoutStore('deny', rule, limits, cost);
+  const retryAfter = Math.max(1, Math.ceil((block.until - Date.now()) / 1000));
+  return {
+    ...refused,
+    mode: 'enforce',
+    allowed: false,
+    retryAfter,
+    source: 'block',
+    block: { reason: block.reason, until: block.until },
+  };
+}
 
 /** The rule of a request that carries its own limits where no endpoint rule matches. */
 const EVERY_REQUEST: EndpointRule = new EndpointRules(EVERY_ENDPOINT, new Set()).rules[0] as EndpointRule;
@@ -367,6 +417,7 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
   private readonly ownTimeouts: readonly RateLimitError[];
   private readonly log: (line: string) => void;
   private readonly onLease: LimiterOptions['onLease'];
+  private readonly blocks: BlockBook;
   private outage: Outage | undefined;
   private closed = false;
   private warnedAboutHook = false;
@@ -394,6 +445,7 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
     }
     this.store = store;
     this.fallback = fallback;
+
     this.plans = new PlanBook(options.plans, options.trialPlan);
     const ownPlans = options.plans !== undefined;
     this.endpointRules = new EndpointRules(
@@ -438,6 +490,7 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
     }
     const timeout = new RateLimitError('store_timeout', `ratecard: the store did not answer within ${budget} ms`);
     this.deadlines = new DeadlineQueue(budget, () => timeout);
+    this.blocks = new BlockBook(store, this.deadlines);
     if (store.tellsQueueFromOutage === true) {
       const wait = budget * QUEUE_WAIT_FACTOR;
       // Only a store that broke its promise to answer by then meets this one.
@@ -520,6 +573,53 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
     }
   }
 
+  async inspect(ref: { organization: string; endpoint: string }): Promise<Inspection> {
+    this.checkOpen();
+    checkName(ref?.organization, 'organization');
+    checkName(ref?.endpoint, 'endpoint');
+    checkOptionKeys(ref, { organization: true, endpoint: true }, 'the key given to inspect', 'invalid_argument');
+    const key = (this.endpointRules.forEndpoint(ref.endpoint) ?? EVERY_REQUEST).key;
+    if (typeof this.store.inspect !== 'function') {
+      throw new RateLimitError('invalid_option', 'ratecard: the store has no inspect (docs/stores.md)');
+    }
+    const state = await this.storeCall(() => this.store.inspect(ref.organization, key));
+    return describeKept(ref.organization, key, state);
+  }
+
+  async block(ref: BlockRef): Promise<void> {
+    this.checkOpen();
+    checkName(ref?.organization, 'organization');
+    checkOptionKeys(ref, BLOCK_REF, 'the block', 'invalid_argument');
+    const ms = checkBlockMs(ref.forMs);
+    const reason = checkReason(ref.reason);
+    const endpoint = this.blockedEndpoint(ref.endpoint);
+    await this.storeCall(() => this.blocks.change({ organization: ref.organization, endpoint, ms, reason }));
+  }
+
+  async unblock(ref: { organization: string; endpoint?: string }): Promise<void> {
+    this.checkOpen();
+    checkName(ref?.organization, 'organization');
+    checkOptionKeys(ref, { organization: true, endpoint: true }, 'the block', 'invalid_argument');
+    const endpoint = this.blockedEndpoint(ref.endpoint);
+    await this.storeCall(() => this.blocks.change({ organization: ref.organization, endpoint, ms: 0, reason: '' }));
+  }
+
+  /** The endpoint key a block is kept under: the rule's key, the endpoint itself where no rule matches, '*' for all. */
+  private blockedEndpoint(endpoint: string | undefined): string {
+    if (endpoint === undefined) return '*';
+    checkName(endpoint, 'endpoint');
+    return this.endpointRules.forEndpoint(endpoint)?.key ?? endpoint;
+  }
+
+  /** A store call of an operation: raced against the budget, a failure rejected as the store's error. */
+  private async storeCall<T>(call: () => T | Promise<T>): Promise<T> {
+    try {
+      return await this.deadlines.race(Promise.resolve(call()));
+    } catch (error) {
+      throw failedCall(storeError(error), this.ownTimeouts.includes(error as RateLimitError) ? undefined : error);
+    }
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -548,6 +648,15 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
     if (operation === 'consume' && typeof cost !== 'number') consumeHoldsNoLease(limits);
     if (rule === undefined) return this.answer(UNLIMITED, request, NONE, lease);
     const buckets = bucketLimits(rule, limits);
+    // An operator's block refuses before the store is asked. Blocks older than a second are read first: a read that
+    // fails or runs over budget sends the decision to the failure policy, as the store's own call would.
+    const reading = this.blocks.due();
+    if (reading !== undefined) {
+      const failure = await reading;
+      if (failure !== undefined) return this.byPolicy(failure, request, operation, rule, limits, buckets, cost, lease);
+    }
+    const block = this.blocks.find(organization, rule.key);
+    if (block !== undefined) return this.answer(blocked(block, rule, limits, cost), request, buckets, lease);
     let outcomes: Outcome[];
     try {
       // The budget goes to the store too, so that it drops a queued call before the policy below answers it.

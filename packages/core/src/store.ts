@@ -68,6 +68,17 @@ export interface Store {
    * nothing and rejects with `store_timeout`.
    */
   reset(organization: string, endpoint: string, limits: readonly Limit[], budgetMs?: number): void | Promise<void>;
+  /**
+   * What the store keeps under (organization, endpoint), as it keeps it, at its now: every bucket with the shape it was
+   * written under, every lease held; for operators (`limiter.inspect`, the `ratecard` command line). Writes nothing.
+   */
+  inspect(organization: string, endpoint: string): KeptState | Promise<KeptState>;
+  /**
+   * The blocks in force (ending after the store's now), after making `change` when given: an organization refused on
+   * one endpoint, or every endpoint ('*'), until `ms` from the store's now (`ms` 0 lifts the block). The limiter
+   * reads them at most a second apart (docs/operations.md).
+   */
+  blocks(change?: BlockChange): KeptBlocks | Promise<KeptBlocks>;
   /** Releases what the store holds (timers, caches) and sends nothing more; client connections stay the caller's. */
   close(): void | Promise<void>;
 }
@@ -88,6 +99,55 @@ export interface Lease {
 export type LeaseChange =
   | { readonly id: string; readonly actual: number | readonly number[]; readonly holdMs?: undefined }
   | { readonly id: string; readonly holdMs: number; readonly actual?: undefined };
+
+/** A bucket as a store keeps it (`inspect`): its units at `updatedAt` under the shape then in force. */
+export interface KeptBucket {
+  readonly name: string;
+  /** Units held at `updatedAt` (negative in debt). */
+  readonly units: number;
+  /** Epoch ms the units were counted at; a quota's (unitsPerMs 0): the end of the period they count for. */
+  readonly updatedAt: number;
+  readonly capacity: number;
+  readonly unitsPerToken: number;
+  readonly unitsPerMs: number;
+}
+
+/** A held lease as a store keeps it (`inspect`): per limit name, the tokens it set aside or the slots it takes. */
+export interface KeptLease {
+  readonly id: string;
+  readonly expiresAt: number;
+  readonly holds: readonly { readonly name: string; readonly amount: number }[];
+}
+
+/** What `inspect` answers: the store's now, and what it keeps under a key. */
+export interface KeptState {
+  readonly now: number;
+  readonly buckets: readonly KeptBucket[];
+  readonly leases: readonly KeptLease[];
+}
+
+/** A block in force: the organization's requests to `endpoint` ('*': every endpoint) are refused until `until`. */
+export interface KeptBlock {
+  readonly organization: string;
+  readonly endpoint: string;
+  /** Epoch ms on the store's clock. */
+  readonly until: number;
+  readonly reason: string;
+}
+
+/** What `blocks` answers: the store's now, and the blocks in force. */
+export interface KeptBlocks {
+  readonly now: number;
+  readonly blocks: readonly KeptBlock[];
+}
+
+/** A change `blocks` makes: block `organization` on `endpoint` ('*' for every endpoint) for `ms`, or lift it (`ms` 0). */
+export interface BlockChange {
+  readonly organization: string;
+  readonly endpoint: string;
+  readonly ms: number;
+  readonly reason: string;
+}
 
 /** The longest a lease is held at once: a day; `extend` holds it longer. */
 export const MAX_LEASE_MS = 86_400_000;

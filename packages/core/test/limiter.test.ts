@@ -223,6 +223,8 @@ describe('createLimiter', () => {
         consume: (_o, _e, _l, cost) => [full - ++calls * (cost as number) * 6_000],
         settle: () => true,
         peek: () => [full],
+        inspect: () => ({ now: 0, buckets: [], leases: [] }),
+        blocks: () => ({ now: 0, blocks: [] }),
         reset: () => undefined,
         close: () => undefined,
       },

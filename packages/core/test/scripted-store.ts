@@ -1,6 +1,8 @@
 import {
   type BucketShape,
   costAt,
+  type KeptBlocks,
+  type KeptState,
   type LeaseChange,
   type Limit,
   type Outcome,
@@ -115,6 +117,18 @@ export class ScriptedStore implements Store {
     return this.answer(() => {
       for (const limit of limits) this.buckets.delete(this.key(organization, endpoint, limit));
     });
+  }
+
+  inspect(): Promise<KeptState> {
+    return this.answer(() => ({ now: this.now, buckets: [], leases: [] }));
+  }
+
+  /**
+   * This store keeps no blocks and answers at once whatever its behaviour, uncounted: the tests here are about
+   * decisions (the memory store's tests cover blocks).
+   */
+  blocks(): KeptBlocks {
+    return { now: this.now, blocks: [] };
   }
 
   close(): void {

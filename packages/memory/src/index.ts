@@ -4,11 +4,15 @@
  * @module @ratecard/memory
  */
 import {
+  type BlockChange,
   type BucketShape,
   checkOptionKeys,
   costAt,
   debtFloor,
   describeValue,
+  type KeptBlock,
+  type KeptBlocks,
+  type KeptState,
   type Lease,
   type LeaseChange,
   type Limit,
@@ -64,6 +68,8 @@ export interface MemoryStore extends Store {
   settle(organization: string, endpoint: string, limits: readonly Limit[], change: LeaseChange): boolean;
   peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number | readonly number[]): Outcome[];
   reset(organization: string, endpoint: string, limits: readonly Limit[]): void;
+  inspect(organization: string, endpoint: string): KeptState;
+  blocks(change?: BlockChange): KeptBlocks;
   close(): void;
   /** Counters for monitoring the bound. */
   stats(): MemoryStoreStats;
@@ -122,6 +128,8 @@ class InProcessStore implements MemoryStore {
   /** Held leases by endpoint and organization, and how many there are: with none, a call never looks. */
   private readonly leases = new Map<string, Map<string, HeldLease[]>>();
   private leaseCount = 0;
+  /** Blocks in force, by organization and endpoint ('*': every endpoint). */
+  private readonly blocked = new Map<string, KeptBlock>();
   /** How many limits of the call under way have no bucket yet. */
   private callMissing = 0;
   private freeSlots: number[] = [];
@@ -425,7 +433,51 @@ class InProcessStore implements MemoryStore {
     return outcomes;
   }
 
+  inspect(organization: string, endpoint: string): KeptState {
+    const now = Math.floor(this.now());
+    const leases = (this.leaseCount === 0 ? undefined : this.heldLeases(organization, endpoint, now)) ?? [];
+    const buckets = [];
+    for (const limitBuckets of this.byEndpoint.get(endpoint)?.values() ?? []) {
+      const slot = limitBuckets.slots.get(organization);
+      if (slot === undefined) continue;
+      const shape = this.shapes[slot] as BucketShape;
+      const base = slot * STRIDE;
+      buckets.push({
+        name: limitBuckets.name,
+        units: this.state[base] as number,
+        updatedAt: this.state[base + 1] as number,
+        capacity: shape.capacity,
+        unitsPerToken: shape.unitsPerToken,
+        unitsPerMs: shape.unitsPerMs,
+      });
+    }
+    const kept = leases.map(({ id, expiresAt, holds }) => ({
+      id,
+      expiresAt,
+      holds: holds.map(({ name, amount }) => ({ name, amount })),
+    }));
+    return { now, buckets, leases: kept };
+  }
+
+  blocks(change?: BlockChange): KeptBlocks {
+    const now = Math.floor(this.now());
+    if (change !== undefined) {
+      const key = `${change.organization}\u0000${change.endpoint}`;
+      if (change.ms > 0) {
+        this.blocked.set(key, {
+          organization: change.organization,
+          endpoint: change.endpoint,
+          until: now + change.ms,
+          reason: change.reason,
+        });
+      } else this.blocked.delete(key);
+    }
+    for (const [key, block] of this.blocked) if (block.until <= now) this.blocked.delete(key);
+    return { now, blocks: [...this.blocked.values()] };
+  }
+
   close(): void {
+    this.blocked.clear();
     this.byEndpoint.clear();
     this.lastBuckets = undefined;
     this.state = new Float64Array(0);
