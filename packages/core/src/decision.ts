@@ -1,4 +1,4 @@
-import { type Outcome, remainingTokens, resetAfterSeconds, retryAfterSeconds, unitsAfter } from './bucket.js';
+import { costAt, type Outcome, remainingTokens, resetAfterSeconds, retryAfterSeconds, unitsAfter } from './bucket.js';
 import type { EndpointMode, EndpointRule } from './endpoints.js';
 import type { Limit } from './limits.js';
 
@@ -39,8 +39,11 @@ export interface Decision {
   limits: readonly Limit[];
   /** The store's outcome for each limit, in the same order (docs/algorithm.md). */
   outcomes: readonly Outcome[];
-  /** Tokens the request asked of each limit. */
-  cost: number;
+  /**
+   * Tokens the request asked of each limit: one number for every limit, or one per limit in order (a request whose
+   * `cost` named limits, or that carries a concurrency limit, which takes one slot unless named); `costAt(cost, i)`.
+   */
+  cost: number | readonly number[];
   /** Who answered. */
   source: DecisionSource;
   /** The endpoint rule key that applied, or null when none did. */
@@ -60,7 +63,7 @@ export interface LimitState {
   remaining: number;
   /** Whole seconds until this limit's bucket holds `cost` tokens; 0 when it does. */
   retryAfter: number;
-  /** Whole seconds until this limit's bucket is full again. */
+  /** Whole seconds until this limit's bucket is full again (0 for a concurrency limit). */
   resetAfter: number;
 }
 
@@ -69,11 +72,11 @@ export function limitStates(decision: Decision): LimitState[] {
   const { limits, outcomes, cost } = decision;
   return limits.map((limit, i) => {
     const outcome = outcomes[i] as Outcome;
-    const retryAfter = retryAfterSeconds(outcome, limit, cost);
+    const retryAfter = retryAfterSeconds(outcome, limit, costAt(cost, i));
     return {
       limit,
       limited: retryAfter > 0,
-      remaining: Math.floor(unitsAfter(outcome) / limit.unitsPerToken),
+      remaining: Math.max(0, Math.floor(unitsAfter(outcome) / limit.unitsPerToken)),
       retryAfter,
       resetAfter: resetAfterSeconds(outcome, limit),
     };
@@ -88,7 +91,7 @@ export function limitStates(decision: Decision): LimitState[] {
 function mostRestrictive(
   outcomes: readonly Outcome[],
   limits: readonly Limit[],
-  cost: number,
+  cost: number | readonly number[],
   limited: boolean,
 ): number {
   let most = 0;
@@ -97,7 +100,7 @@ function mostRestrictive(
     const limit = limits[i] as Limit;
     const outcome = outcomes[i] as Outcome;
     // Minus the tokens left, so that for both a larger figure is more restrictive.
-    const figure = limited ? retryAfterSeconds(outcome, limit, cost) : -remainingTokens(outcome, limit);
+    const figure = limited ? retryAfterSeconds(outcome, limit, costAt(cost, i)) : -remainingTokens(outcome, limit);
     if (i === 0 || figure > best) {
       most = i;
       best = figure;
@@ -111,7 +114,7 @@ export function decide(
   outcomes: readonly Outcome[],
   rule: EndpointRule,
   limits: readonly Limit[],
-  cost: number,
+  cost: number | readonly number[],
   source: DecisionSource,
 ): Decision {
   const limited = (outcomes[0] as Outcome) < 0;
@@ -125,7 +128,7 @@ export function decide(
     limited,
     limit: limit.capacity,
     remaining: remainingTokens(outcome, limit),
-    retryAfter: retryAfterSeconds(outcome, limit, cost),
+    retryAfter: retryAfterSeconds(outcome, limit, costAt(cost, most)),
     resetAfter: resetAfterSeconds(outcome, limit),
     limits,
     outcomes,
@@ -140,10 +143,10 @@ export function decideWithoutStore(
   policy: 'allow' | 'deny',
   rule: EndpointRule,
   limits: readonly Limit[],
-  cost: number,
+  cost: number | readonly number[],
 ): Decision {
   if (policy === 'allow') {
-    const full = limits.map((limit) => (limit.capacity - cost) * limit.unitsPerToken);
+    const full = limits.map((limit, i) => (limit.capacity - costAt(cost, i)) * limit.unitsPerToken);
     return decide(full, rule, limits, cost, 'fail-open');
   }
   // Denying as if every bucket were empty: retry in the time one request's tokens take to refill.

@@ -64,6 +64,7 @@ export {
 } from './limits.js';
 export { checkOptionKeys } from './options.js';
 export { type Identity, limitFor, MAX_LIMIT, PLANS, type Plan, type Plans, SPEC_PLANS } from './plans.js';
+export { DEFAULT_LEASE_MS, type LeaseEvent, Reservation } from './reservation.js';
 export {
   clientClock,
   type Lease,

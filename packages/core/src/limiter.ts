@@ -1,12 +1,23 @@
 import type { Outcome } from './bucket.js';
 import { DeadlineQueue } from './deadlines.js';
-import { type Decision, type DecisionSource, decide, decideWithoutStore } from './decision.js';
+import { type Decision, decide, decideWithoutStore } from './decision.js';
 import { DEFAULT_ENDPOINTS, type EndpointRule, EndpointRules, type EndpointSpec, EVERY_ENDPOINT } from './endpoints.js';
 import { describeValue, RateLimitError } from './errors.js';
 import { type Limit, type Limits, limitList, limitsByShape } from './limits.js';
 import { checkOptionKeys } from './options.js';
 import { type Identity, PlanBook, type Plans } from './plans.js';
-import { QUEUE_WAIT_FACTOR, type Store } from './store.js';
+import {
+  checkCost,
+  checkLeaseMs,
+  consumeHoldsNoLease,
+  DEFAULT_LEASE_MS,
+  type Held,
+  type LeaseEvent,
+  type LeaseKeeper,
+  newLeaseId,
+  Reservation,
+} from './reservation.js';
+import { type Lease, type LeaseChange, QUEUE_WAIT_FACTOR, type Store } from './store.js';
 
 /** One request to limit: who is asking, for which endpoint, at what cost. */
 export interface LimitRequest extends Identity {
@@ -22,11 +33,20 @@ export interface LimitRequest extends Identity {
    * concrete `'<METHOD> <path>'`, matched against the rules here, once.
    */
   endpoint: string;
-  /** Tokens this request takes; default 1. */
-  cost?: number;
+  /**
+   * Tokens this request takes of each limit; default 1. A number takes that many of every token bucket; an object
+   * keyed by limit name (`{ tokens: 4000 }`) takes that many of the limits it names and 1 of the others. A concurrency
+   * limit takes one slot whatever a number says; only the object makes it take more (`{ sessions: 2 }`).
+   */
+  cost?: number | Readonly<Record<string, number>>;
+  /**
+   * `reserve` only: how long the lease is held, in ms, unless settled, cancelled or extended first; default 60 000
+   * (an HTTP request), at most MAX_LEASE_MS (a day). A long job (a browser session) keeps it with `extend`.
+   */
+  leaseMs?: number;
 }
 
-/** Every key of LimitRequest: consume and peek refuse any other (checkRequestKeys). */
+/** Every key of LimitRequest: consume, peek and reserve refuse any other (checkRequestKeys). */
 const LIMIT_REQUEST = {
   organization: true,
   endpoint: true,
@@ -35,6 +55,7 @@ const LIMIT_REQUEST = {
   override: true,
   limits: true,
   cost: true,
+  leaseMs: true,
 } satisfies Record<keyof LimitRequest, true>;
 
 /** Which buckets `limiter.reset` makes full again. */
@@ -95,6 +116,11 @@ export interface LimiterOptions {
    * them again (with how many the policy answered); default `console.warn`. Never a line per decision.
    */
   log?: (line: string) => void;
+  /**
+   * Called when a held lease ends or is extended (`reservation.settle`, `cancel`, `extend` answered by the store), for
+   * metrics: 'expired' when the store no longer held it. An exception in it is treated as in onDecision.
+   */
+  onLease?: (event: LeaseEvent, reservation: Reservation) => void;
 }
 
 /** Every key of LimiterOptions: createLimiter refuses any other. */
@@ -108,6 +134,7 @@ const LIMITER_OPTIONS = {
   fallback: true,
   storeTimeoutMs: true,
   log: true,
+  onLease: true,
 } satisfies Record<keyof LimiterOptions, true>;
 
 /** Decides requests against their limits over one store; made by `createLimiter`. */
@@ -121,6 +148,13 @@ export interface Limiter {
    * `limitStates(decision)` gives each limit's (`remaining` there is what a bucket holds when nothing was charged).
    */
   peek(request: LimitRequest): Promise<Decision>;
+  /**
+   * Takes `cost` from each token bucket and a slot of each concurrency limit, or nothing, as consume does, and holds
+   * them as a lease until the Reservation is settled (`settle(actual?)`: the actual cost replaces the reserved one),
+   * cancelled (all given back) or `leaseMs` runs out (the charge is kept, the slots freed). A refused reservation holds
+   * nothing. docs/algorithm.md, "Leases".
+   */
+  reserve(request: LimitRequest): Promise<Reservation>;
   /**
    * Makes the buckets full again. It waits `storeTimeoutMs` at most, as a decision does, and the store is told so: a
    * store that can tell (Redis once it knows Redis' clock, Durable Objects) does not carry out afterwards a reset that
@@ -207,30 +241,6 @@ function badName(value: unknown, field: 'organization' | 'endpoint'): RateLimitE
   );
 }
 
-function checkCost(cost: unknown, limits: readonly Limit[]): number {
-  if (cost === undefined) return 1;
-  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1) throw badCost(cost);
-  for (let i = 0; i < limits.length; i++) {
-    const limit = limits[i] as Limit;
-    if (cost > limit.capacity) throw costOverLimit(cost, limit);
-  }
-  return cost;
-}
-
-function badCost(cost: unknown): RateLimitError {
-  return new RateLimitError(
-    'invalid_argument',
-    `ratecard: cost must be a positive integer, got ${describeValue(cost)}`,
-  );
-}
-
-function costOverLimit(cost: number, limit: Limit): RateLimitError {
-  return new RateLimitError(
-    'cost_exceeds_limit',
-    `ratecard: cost ${cost} exceeds the capacity ${limit.capacity} of limit ${limit.name}, so it could never be admitted`,
-  );
-}
-
 /**
  * The request is an object with valid names and no key a LimitRequest lacks (its limits, plan and cost are checked
  * as they are resolved).
@@ -263,6 +273,7 @@ function checkRequestKeys(request: object): void {
       case 'override':
       case 'limits':
       case 'cost':
+      case 'leaseMs':
         continue;
       default:
         if (Object.hasOwn(request, key)) checkOptionKeys(request, LIMIT_REQUEST, 'the request', 'invalid_argument');
@@ -287,7 +298,7 @@ function notARequest(request: unknown): RateLimitError {
 
 const POLICIES: readonly StoreErrorPolicy[] = ['fallback', 'deny', 'allow', 'throw'];
 
-type Operation = 'consume' | 'peek';
+type Operation = 'consume' | 'peek' | 'reserve';
 
 function isStore(value: unknown): value is Store {
   if (typeof value !== 'object' || value === null) return false;
@@ -336,7 +347,7 @@ function seconds(ms: number): string {
   return `${(ms / 1000).toFixed(1)} s`;
 }
 
-class TokenBucketLimiter implements Limiter {
+class TokenBucketLimiter implements Limiter, LeaseKeeper {
   private readonly store: Store;
   private readonly plans: PlanBook;
   private readonly endpointRules: EndpointRules;
@@ -355,6 +366,7 @@ class TokenBucketLimiter implements Limiter {
   /** The limiter's own timeouts: one error for every call each queue expires (see failedCall). */
   private readonly ownTimeouts: readonly RateLimitError[];
   private readonly log: (line: string) => void;
+  private readonly onLease: LimiterOptions['onLease'];
   private outage: Outage | undefined;
   private closed = false;
   private warnedAboutHook = false;
@@ -443,6 +455,13 @@ class TokenBucketLimiter implements Limiter {
       );
     }
     this.log = options.log ?? ((line) => console.warn(line));
+    if (options.onLease !== undefined && typeof options.onLease !== 'function') {
+      throw new RateLimitError(
+        'invalid_option',
+        `ratecard: onLease must be a function, got ${describeValue(options.onLease)}`,
+      );
+    }
+    this.onLease = options.onLease;
   }
 
   get rules(): readonly EndpointRule[] {
@@ -459,6 +478,22 @@ class TokenBucketLimiter implements Limiter {
 
   peek(request: LimitRequest): Promise<Decision> {
     return this.decide(request, 'peek');
+  }
+
+  async reserve(request: LimitRequest): Promise<Reservation> {
+    // A store written before leases (the contract grew settle) has none: refused here, before anything is charged.
+    if (
+      typeof this.store.settle !== 'function' ||
+      (this.fallback !== undefined && typeof this.fallback.settle !== 'function')
+    ) {
+      throw new RateLimitError(
+        'invalid_option',
+        'ratecard: reserve needs a store (and fallback) that holds leases, with a settle method (docs/stores.md, "Leases")',
+      );
+    }
+    const ms = checkLeaseMs(request?.leaseMs ?? DEFAULT_LEASE_MS, 'leaseMs');
+    const lease: Lease = { id: newLeaseId(), ms };
+    return (await this.decide(request, 'reserve', lease)) as Reservation;
   }
 
   async reset(bucket: BucketRef): Promise<void> {
@@ -498,7 +533,7 @@ class TokenBucketLimiter implements Limiter {
    * The one decision path: validate, ask the store within the time budget, decide; when the store fails or runs
    * over budget, its one catch hands the call to the failure policy (byPolicy, called from nowhere else).
    */
-  private async decide(request: LimitRequest, operation: Operation): Promise<Decision> {
+  private async decide(request: LimitRequest, operation: Operation, lease?: Lease): Promise<Decision> {
     this.checkOpen();
     checkRequest(request);
     const { organization, endpoint } = request;
@@ -507,23 +542,72 @@ class TokenBucketLimiter implements Limiter {
     // Validated even for an unlimited endpoint, so that a caller's bug shows wherever it is.
     const limits = own === undefined ? this.plans.limitsFor(request, rule) : this.plans.ownLimits(request, own);
     const cost = checkCost(request.cost, limits);
+    // A cost of one number for every limit means no concurrency limit is among them (checkCost).
+    if (operation === 'consume' && typeof cost !== 'number') consumeHoldsNoLease(limits);
     if (rule === undefined) return this.report(UNLIMITED, request);
     const buckets = bucketLimits(rule, limits);
     let outcomes: Outcome[];
     try {
       // The budget goes to the store too, so that it drops a queued call before the policy below answers it.
-      const consuming = operation === 'consume';
-      const answer = consuming
-        ? this.store.consume(organization, rule.key, buckets, cost, this.deadlines.budgetMs)
+      const charging = operation !== 'peek';
+      const answer = charging
+        ? this.store.consume(organization, rule.key, buckets, cost, this.deadlines.budgetMs, lease)
         : this.store.peek(organization, rule.key, buckets, cost);
       outcomes = Array.isArray(answer)
         ? answer
-        : await (consuming ? this.consumeDeadlines : this.deadlines).race(answer);
+        : await (charging ? this.consumeDeadlines : this.deadlines).race(answer);
     } catch (error) {
-      return this.byPolicy(error, request, operation, rule, limits, buckets, cost);
+      return this.byPolicy(error, request, operation, rule, limits, buckets, cost, lease);
     }
     if (this.outage !== undefined) this.storeAnswered();
-    return this.report(decide(outcomes, rule, limits, cost, 'store'), request);
+    const decision = decide(outcomes, rule, limits, cost, 'store');
+    return this.report(
+      lease === undefined ? decision : this.reservation(decision, organization, buckets, lease),
+      request,
+    );
+  }
+
+  /**
+   * A reserving decision as a Reservation: admitted by a store, it holds the lease there, with what settling it needs
+   * (the store, the key, the buckets); refused, or answered by no store, it holds nothing.
+   */
+  private reservation(decision: Decision, organization: string, buckets: readonly Limit[], lease: Lease): Reservation {
+    let held: Held | undefined;
+    if (!decision.limited && (decision.source === 'store' || decision.source === 'fallback')) {
+      const store = decision.source === 'store' ? this.store : (this.fallback as Store);
+      held = { store, organization, endpoint: decision.rule as string, buckets, id: lease.id };
+    }
+    return new Reservation(decision, held, lease.ms, this);
+  }
+
+  /**
+   * The store call of a reservation's settle, cancel or extend: raced against the budget like a reset (a fallback's
+   * is not), and a failure rejects (the lease then expires keeping its charge); the answer goes to onLease.
+   */
+  async changeLease(held: Held, change: LeaseChange, event: LeaseEvent, reservation: Reservation): Promise<boolean> {
+    this.checkOpen();
+    const { store, organization, endpoint, buckets } = held;
+    let answer: boolean;
+    try {
+      if (store === this.store) {
+        const budgetMs = this.deadlines.budgetMs;
+        const result = store.settle(organization, endpoint, buckets, change, budgetMs);
+        answer = typeof result === 'boolean' ? result : await this.deadlines.race(result);
+      } else {
+        answer = await store.settle(organization, endpoint, buckets, change);
+      }
+    } catch (error) {
+      throw failedCall(storeError(error), this.ownTimeouts.includes(error as RateLimitError) ? undefined : error);
+    }
+    const hook = this.onLease;
+    if (hook !== undefined) {
+      try {
+        hook(answer ? event : 'expired', reservation);
+      } catch (error) {
+        this.hookThrew(error);
+      }
+    }
+    return answer;
   }
 
   /**
@@ -547,7 +631,8 @@ class TokenBucketLimiter implements Limiter {
     rule: EndpointRule,
     limits: readonly Limit[],
     buckets: readonly Limit[],
-    cost: number,
+    cost: number | readonly number[],
+    lease: Lease | undefined,
   ): Promise<Decision> {
     const failure = storeError(error);
     this.storeFailed(failure);
@@ -561,10 +646,14 @@ class TokenBucketLimiter implements Limiter {
     }
     const { organization } = request;
     const outcomes =
-      operation === 'consume'
-        ? await fallback.consume(organization, rule.key, buckets, cost)
-        : await fallback.peek(organization, rule.key, buckets, cost);
-    return this.report(decide(outcomes, rule, limits, cost, 'fallback'), request);
+      operation === 'peek'
+        ? await fallback.peek(organization, rule.key, buckets, cost)
+        : await fallback.consume(organization, rule.key, buckets, cost, undefined, lease);
+    const decision = decide(outcomes, rule, limits, cost, 'fallback');
+    return this.report(
+      lease === undefined ? decision : this.reservation(decision, organization, buckets, lease),
+      request,
+    );
   }
 
   /** Counts a decision the policy answers; the first since the store last answered them all gets a log line. */
@@ -629,7 +718,7 @@ class TokenBucketLimiter implements Limiter {
     if (this.warnedAboutHook) return;
     this.warnedAboutHook = true;
     globalThis.process?.emitWarning?.(
-      `ratecard: onDecision threw (${error instanceof Error ? error.message : describeValue(error)}); decisions go on, later throws are not reported`,
+      `ratecard: a hook (onDecision, onLease) threw (${error instanceof Error ? error.message : describeValue(error)}); decisions go on, later throws are not reported`,
     );
   }
 }

@@ -165,7 +165,15 @@ export function concurrency(n: number, options?: ConcurrencyOptions): Limit {
   }
   if (options !== undefined) checkOptionKeys(options, CONCURRENCY_OPTIONS, 'concurrency');
   const name = checkName(options?.name ?? 'concurrency');
-  return register({ kind: 'concurrency', name, capacity: n, refill: 0, intervalMs: 0, unitsPerToken: 1, unitsPerMs: 0 });
+  return register({
+    kind: 'concurrency',
+    name,
+    capacity: n,
+    refill: 0,
+    intervalMs: 0,
+    unitsPerToken: 1,
+    unitsPerMs: 0,
+  });
 }
 
 /** Whether a limit is a concurrency limit (held by leases) rather than a token bucket. */
@@ -301,7 +309,8 @@ function adopted(value: unknown): boolean {
   if (typeof name !== 'string') return false;
   let own: Limit;
   try {
-    own = kind === 'concurrency' ? concurrency(capacity, { name }) : tokenBucket({ capacity, refill, intervalMs, name });
+    own =
+      kind === 'concurrency' ? concurrency(capacity, { name }) : tokenBucket({ capacity, refill, intervalMs, name });
   } catch {
     return false;
   }

@@ -6,6 +6,7 @@
  */
 import vectorFile from '../vectors/token-bucket.json' with { type: 'json' };
 import { classicContract } from './testing/contract-classic.js';
+import { leasesContract } from './testing/contract-leases.js';
 import { limitsContract } from './testing/contract-limits.js';
 import { type ContractBody, START, type StoreHarness, type TestApi } from './testing/contract-support.js';
 import { vectorContract } from './testing/contract-vectors.js';
@@ -36,7 +37,8 @@ let runs = 0;
 
 /**
  * Runs the contract every Store must meet: the spec's per-minute buckets (contract-classic.ts), the general limit
- * model with several limits per call (contract-limits.ts), and the shared test vectors (contract-vectors.ts).
+ * model with several limits per call (contract-limits.ts), leases (contract-leases.ts), and the shared test vectors
+ * (contract-vectors.ts).
  */
 export function storeContractSuite(name: string, harness: StoreHarness, api: TestApi): void {
   /** Runs `body` with a fresh store, a manual clock and a unique organization prefix, then disposes of the store. */
@@ -60,6 +62,7 @@ export function storeContractSuite(name: string, harness: StoreHarness, api: Tes
   api.describe(`store contract: ${name}`, () => {
     classicContract(test);
     limitsContract(test);
+    leasesContract(test);
     vectorContract(test, TEST_VECTORS);
   });
 }

@@ -151,14 +151,14 @@ describe('createLimiter', () => {
 
   it('refuses a key a request lacks, naming the key it most likely meant, where it would have gone unlimited', async () => {
     const { store, limiter } = make();
-    const takes = 'It takes organization, endpoint, plan, trial, override, limits, cost';
+    const takes = 'It takes organization, endpoint, plan, trial, override, limits, cost, leaseMs';
     const typo = { organization: '10.0.0.1', endpoint: 'POST /api/upload', limit: perSecond(1) } as LimitRequest;
     const error = await rejection(limiter.consume(typo));
     expect(error.code).toBe('invalid_argument');
     expect(error.message).toBe(`ratecard: the request has an unknown key "limit"; did you mean "limits"? ${takes}`);
     const two = { ...developer, Cost: 2, priority: 'high' } as LimitRequest;
     expect((await rejection(limiter.peek(two))).message).toBe(
-      'ratecard: the request has unknown keys "Cost" (did you mean "cost"?), "priority"; it takes organization, endpoint, plan, trial, override, limits, cost',
+      'ratecard: the request has unknown keys "Cost" (did you mean "cost"?), "priority"; it takes organization, endpoint, plan, trial, override, limits, cost, leaseMs',
     );
     expect(store.calls).toBe(0);
   });
@@ -173,6 +173,7 @@ describe('createLimiter', () => {
       override: 5,
       limits: perSecond(3),
       cost: 1,
+      leaseMs: 1_000,
     };
     expect(await limiter.consume(every)).toMatchObject({ allowed: true, limit: 3 });
     const inheriting = Object.assign(Object.create({ plan: 'free', note: 'from a prototype' }), developer, {
@@ -219,7 +220,8 @@ describe('createLimiter', () => {
     const inProcess = createLimiter({
       store: {
         shared: false,
-        consume: (_o, _e, _l, cost) => [full - ++calls * cost * 6_000],
+        consume: (_o, _e, _l, cost) => [full - ++calls * (cost as number) * 6_000],
+        settle: () => true,
         peek: () => [full],
         reset: () => undefined,
         close: () => undefined,
@@ -250,6 +252,7 @@ describe('createLimiter', () => {
       fallback: new ScriptedStore(),
       storeTimeoutMs: 50,
       log: () => {},
+      onLease: () => {},
     };
     limiter = createLimiter(every);
     expect(await limiter.consume({ organization: 'org_a', endpoint: 'POST /browsers', plan: 'free' })).toMatchObject({
@@ -261,7 +264,7 @@ describe('createLimiter', () => {
   it('refuses an unknown option, even one set to undefined, naming the option it most likely meant', () => {
     const store = new ScriptedStore();
     const takes =
-      'It takes store, plans, trialPlan, endpoints, onDecision, onStoreError, fallback, storeTimeoutMs, log';
+      'It takes store, plans, trialPlan, endpoints, onDecision, onStoreError, fallback, storeTimeoutMs, log, onLease';
     for (const [key, meant] of [
       ['plan', 'plans'],
       ['storeTimeout', 'storeTimeoutMs'],

@@ -32,6 +32,7 @@ function optionError(make: () => unknown): RateLimitError {
 describe('tokenBucket', () => {
   it('counts a token in intervalMs / gcd(refill, intervalMs) units, refilling refill / gcd units per ms', () => {
     expect(tokenBucket({ capacity: 10, refill: 5, intervalMs: 1_000 })).toEqual({
+      kind: 'bucket',
       name: '1s',
       capacity: 10,
       refill: 5,

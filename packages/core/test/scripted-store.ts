@@ -1,4 +1,13 @@
-import { type BucketShape, type Limit, type Outcome, type Store, take, unitsAt } from '../src/index.js';
+import {
+  type BucketShape,
+  costAt,
+  type LeaseChange,
+  type Limit,
+  type Outcome,
+  type Store,
+  take,
+  unitsAt,
+} from '../src/index.js';
 
 /** 'throw': throws from the call itself, against the contract; 'hold': answers when the test calls `release`. */
 export type Behaviour = 'answer' | 'reject' | 'hang' | 'throw' | 'hold';
@@ -50,10 +59,15 @@ export class ScriptedStore implements Store {
   }
 
   /** Every limit's outcome, all or nothing: when one refuses, each reports what it holds, as a negative outcome. */
-  private outcomes(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Outcome[] {
+  private outcomes(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    cost: number | readonly number[],
+  ): Outcome[] {
     this.lastLimits = limits;
     const held = limits.map((limit) => this.unitsHeld(this.key(organization, endpoint, limit), limit));
-    const outcomes = limits.map((limit, i) => take(held[i] as number, cost, limit));
+    const outcomes = limits.map((limit, i) => take(held[i] as number, costAt(cost, i), limit));
     return outcomes.every((outcome) => outcome >= 0) ? outcomes : held.map((units) => -1 - units);
   }
 
@@ -61,7 +75,7 @@ export class ScriptedStore implements Store {
     organization: string,
     endpoint: string,
     limits: readonly Limit[],
-    cost: number,
+    cost: number | readonly number[],
     budgetMs?: number,
   ): Promise<Outcome[]> {
     this.lastBudgetMs = budgetMs;
@@ -77,7 +91,22 @@ export class ScriptedStore implements Store {
     });
   }
 
-  peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Promise<Outcome[]> {
+  /** Lease changes asked for, in order; each answers true (this store keeps no leases: the memory store's tests do). */
+  readonly changes: LeaseChange[] = [];
+
+  settle(_organization: string, _endpoint: string, _limits: readonly Limit[], change: LeaseChange): Promise<boolean> {
+    return this.answer(() => {
+      this.changes.push(change);
+      return true;
+    });
+  }
+
+  peek(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    cost: number | readonly number[],
+  ): Promise<Outcome[]> {
     return this.answer(() => this.outcomes(organization, endpoint, limits, cost));
   }
 

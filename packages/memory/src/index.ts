@@ -6,11 +6,16 @@
 import {
   type BucketShape,
   checkOptionKeys,
+  costAt,
+  debtFloor,
   describeValue,
+  type Lease,
+  type LeaseChange,
   type Limit,
   msUntilFull,
   type Outcome,
   RateLimitError,
+  refusal,
   type Store,
   sameShape,
   take,
@@ -47,8 +52,16 @@ export interface MemoryStoreStats {
 
 /** The memory store answers synchronously, so its methods return plain values. */
 export interface MemoryStore extends Store {
-  consume(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Outcome[];
-  peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Outcome[];
+  consume(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    cost: number | readonly number[],
+    budgetMs?: number,
+    lease?: Lease,
+  ): Outcome[];
+  settle(organization: string, endpoint: string, limits: readonly Limit[], change: LeaseChange): boolean;
+  peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number | readonly number[]): Outcome[];
   reset(organization: string, endpoint: string, limits: readonly Limit[]): void;
   close(): void;
   /** Counters for monitoring the bound. */
@@ -57,6 +70,21 @@ export interface MemoryStore extends Store {
 
 // Per bucket, two doubles in one growable Float64Array: units held and when (ms); beside them, the limit then in force.
 const STRIDE = 2;
+
+/** A held lease (docs/stores.md, "Leases"): per limit name it holds, the tokens it set aside or the slots it takes. */
+interface HeldLease {
+  readonly id: string;
+  expiresAt: number;
+  readonly holds: Hold[];
+}
+
+/** What a lease holds of one limit: tokens set aside in a bucket (under the shape it was reserved with), or slots. */
+interface Hold {
+  readonly name: string;
+  readonly amount: number;
+  readonly slots: boolean;
+  readonly shape: BucketShape;
+}
 
 /** The buckets of one limit of one endpoint: organization → slot. */
 interface LimitBuckets {
@@ -83,9 +111,16 @@ class InProcessStore implements MemoryStore {
   /** Per slot, the organization that owns it (undefined: free) and its limit's buckets. */
   private owners: (string | undefined)[] = [];
   private ownerBuckets: (LimitBuckets | undefined)[] = [];
-  /** Per limit of the call under way: its slot (-1: no bucket yet) and units held, read before anything is written. */
+  /**
+   * Per limit of the call under way: its slot (-1: no bucket yet), its units refilled to now (Q), and what held
+   * leases set aside there (P, or for a concurrency limit the slots they take), read before anything is written.
+   */
   private readonly callSlots: number[] = [];
   private readonly callHeld: number[] = [];
+  private readonly callAside: number[] = [];
+  /** Held leases by endpoint and organization, and how many there are: with none, a call never looks. */
+  private readonly leases = new Map<string, Map<string, HeldLease[]>>();
+  private leaseCount = 0;
   /** How many limits of the call under way have no bucket yet. */
   private callMissing = 0;
   private freeSlots: number[] = [];
@@ -123,33 +158,171 @@ class InProcessStore implements MemoryStore {
     this.createdSinceSweep = this.sweepEvery;
   }
 
-  consume(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Outcome[] {
+  consume(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    cost: number | readonly number[],
+    _budgetMs?: number,
+    lease?: Lease,
+  ): Outcome[] {
     const now = Math.floor(this.now());
-    const outcomes = this.read(organization, endpoint, limits, cost, now);
+    const held = this.leaseCount === 0 ? undefined : this.heldLeases(organization, endpoint, now);
+    const outcomes = this.read(organization, endpoint, limits, cost, now, held);
     const n = limits.length;
     for (let i = 0; i < n; i++) if ((outcomes[i] as Outcome) < 0) return this.refuse(outcomes, limits, now);
+    const units = this.callHeld;
+    if (lease === undefined) {
+      for (let i = 0; i < n; i++)
+        units[i] = (units[i] as number) - costAt(cost, i) * (limits[i] as Limit).unitsPerToken;
+    } else {
+      this.hold(organization, endpoint, limits, cost, lease, now, held);
+    }
     for (let i = 0; i < n; i++) {
       const slot = this.callSlots[i] as number;
       // Time never moves backwards in a bucket, or the same interval would refill twice.
-      if (slot !== -1) {
+      if (slot >= 0) {
         const at = Math.max(now, this.state[slot * STRIDE + 1] as number);
-        this.write(slot, outcomes[i] as Outcome, at, limits[i] as Limit);
+        this.write(slot, units[i] as number, at, limits[i] as Limit);
       }
     }
-    if (this.callMissing !== 0) this.createMissing(organization, endpoint, limits, outcomes, now);
+    if (this.callMissing !== 0 && lease === undefined) this.createMissing(organization, endpoint, limits, now);
     return outcomes;
   }
 
-  peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Outcome[] {
+  peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number | readonly number[]): Outcome[] {
     const n = limits.length;
-    const outcomes = this.read(organization, endpoint, limits, cost, Math.floor(this.now()));
+    const now = Math.floor(this.now());
+    const held = this.leaseCount === 0 ? undefined : this.heldLeases(organization, endpoint, now);
+    const outcomes = this.read(organization, endpoint, limits, cost, now, held);
     for (let i = 0; i < n; i++) {
       if ((outcomes[i] as Outcome) < 0) {
-        for (let j = 0; j < n; j++) outcomes[j] = -1 - (this.callHeld[j] as number);
+        for (let j = 0; j < n; j++) outcomes[j] = refusal((this.callHeld[j] as number) - (this.callAside[j] as number));
         break;
       }
     }
     return outcomes;
+  }
+
+  settle(organization: string, endpoint: string, limits: readonly Limit[], change: LeaseChange): boolean {
+    const now = Math.floor(this.now());
+    const held = this.leaseCount === 0 ? undefined : this.heldLeases(organization, endpoint, now);
+    const at = held === undefined ? -1 : held.findIndex((lease) => lease.id === change.id);
+    if (held === undefined || at === -1) return false;
+    const lease = held[at] as HeldLease;
+    if (change.holdMs !== undefined) {
+      lease.expiresAt = now + change.holdMs;
+      return true;
+    }
+    this.dropLease(organization, endpoint, held, at);
+    for (const hold of lease.holds) {
+      if (hold.slots) continue;
+      const i = limits.findIndex((limit) => limit.name === hold.name);
+      // A limit the lease holds that the call does not name is charged what it set aside.
+      const limit = i === -1 ? undefined : (limits[i] as Limit);
+      const tokens = limit === undefined ? hold.amount : costAt(change.actual, i);
+      this.charge(organization, endpoint, hold, limit, tokens, now, held);
+    }
+    return true;
+  }
+
+  /**
+   * Charges `tokens` to a bucket at `now` in place of what a lease set aside there, under `given`'s shape (else the
+   * bucket's own, else the one it was reserved with), never below the debt floor: what it holds, Q − P of the leases
+   * still held, stays at least minus the capacity.
+   */
+  private charge(
+    organization: string,
+    endpoint: string,
+    hold: Hold,
+    given: BucketShape | undefined,
+    tokens: number,
+    now: number,
+    held: readonly HeldLease[],
+  ): void {
+    const name = hold.name;
+    const slot = this.bucketsOf(endpoint, name)?.slots.get(organization);
+    const limit = given ?? (slot === undefined ? hold.shape : (this.shapes[slot] as BucketShape));
+    const u = limit.unitsPerToken;
+    const q = slot === undefined ? limit.capacity * u : this.unitsNow(slot, now, limit);
+    const aside = setAside(held, name) * u;
+    const units = Math.max(q - tokens * u, aside + debtFloor(limit));
+    if (slot === undefined) this.write(this.create(endpoint, name, organization, now), units, now, limit);
+    else this.write(slot, units, Math.max(now, this.state[slot * STRIDE + 1] as number), limit);
+  }
+
+  /** Q of a slot at `now` under `limit`'s shape. */
+  private unitsNow(slot: number, now: number, limit: BucketShape): number {
+    const base = slot * STRIDE;
+    return unitsAt(
+      this.state[base] as number,
+      this.state[base + 1] as number,
+      this.shapes[slot] as BucketShape,
+      now,
+      limit,
+    );
+  }
+
+  /**
+   * The leases held on a key at `now`, after expiring those whose instant has come, in order: each bucket such a lease
+   * names is refilled to that instant and charged what the lease set aside, so what it holds does not change then;
+   * the lease keeps its charge. (Peek expires them too: the numbers are those the lease would have had expired on
+   * time, so nothing a later call sees changes.) Undefined when the key holds none.
+   */
+  private heldLeases(organization: string, endpoint: string, now: number): HeldLease[] | undefined {
+    const held = this.leases.get(endpoint)?.get(organization);
+    if (held === undefined) return undefined;
+    const due = held.filter((lease) => lease.expiresAt <= now);
+    if (due.length === 0) return held;
+    due.sort((a, b) => a.expiresAt - b.expiresAt);
+    for (const lease of due) {
+      this.dropLease(organization, endpoint, held, held.indexOf(lease));
+      for (const hold of lease.holds) {
+        if (!hold.slots) this.charge(organization, endpoint, hold, undefined, hold.amount, lease.expiresAt, held);
+      }
+    }
+    return held.length === 0 ? undefined : held;
+  }
+
+  /** Records the lease of an admitted reserving call: per limit, the tokens it sets aside or the slots it takes. */
+  private hold(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    cost: number | readonly number[],
+    lease: Lease,
+    now: number,
+    held: HeldLease[] | undefined,
+  ): void {
+    if (held?.some((each) => each.id === lease.id)) {
+      throw new RateLimitError('invalid_argument', `ratecard: lease ${lease.id} is already held on this key`);
+    }
+    const holds = limits.map((limit, i) => ({
+      name: limit.name,
+      amount: costAt(cost, i),
+      slots: limit.kind === 'concurrency',
+      shape: limit,
+    }));
+    const entry: HeldLease = { id: lease.id, expiresAt: now + lease.ms, holds };
+    if (held !== undefined) held.push(entry);
+    else {
+      let byOrganization = this.leases.get(endpoint);
+      if (byOrganization === undefined) {
+        byOrganization = new Map();
+        this.leases.set(endpoint, byOrganization);
+      }
+      byOrganization.set(organization, [entry]);
+    }
+    this.leaseCount++;
+  }
+
+  private dropLease(organization: string, endpoint: string, held: HeldLease[], at: number): void {
+    held.splice(at, 1);
+    this.leaseCount--;
+    if (held.length > 0) return;
+    const byOrganization = this.leases.get(endpoint) as Map<string, HeldLease[]>;
+    byOrganization.delete(organization);
+    if (byOrganization.size === 0) this.leases.delete(endpoint);
   }
 
   /**
@@ -157,17 +330,11 @@ class InProcessStore implements MemoryStore {
    * out buckets that are full, and once charged none of this call's is, so no slot read before is freed (and reused)
    * before it is written.
    */
-  private createMissing(
-    organization: string,
-    endpoint: string,
-    limits: readonly Limit[],
-    outcomes: Outcome[],
-    now: number,
-  ): void {
+  private createMissing(organization: string, endpoint: string, limits: readonly Limit[], now: number): void {
     for (let i = 0; i < limits.length; i++) {
       if (this.callSlots[i] !== -1) continue;
       const limit = limits[i] as Limit;
-      this.write(this.create(endpoint, limit.name, organization, now), outcomes[i] as Outcome, now, limit);
+      this.write(this.create(endpoint, limit.name, organization, now), this.callHeld[i] as number, now, limit);
     }
   }
 
@@ -179,10 +346,10 @@ class InProcessStore implements MemoryStore {
   private refuse(outcomes: Outcome[], limits: readonly Limit[], now: number): Outcome[] {
     for (let i = 0; i < limits.length; i++) {
       const held = this.callHeld[i] as number;
-      outcomes[i] = -1 - held;
+      outcomes[i] = refusal(held - (this.callAside[i] as number));
       const slot = this.callSlots[i] as number;
       const limit = limits[i] as Limit;
-      if (slot !== -1 && !sameShape(this.shapes[slot] as BucketShape, limit)) {
+      if (slot >= 0 && !sameShape(this.shapes[slot] as BucketShape, limit)) {
         this.write(slot, held, Math.max(now, this.state[slot * STRIDE + 1] as number), limit);
       }
     }
@@ -194,13 +361,30 @@ class InProcessStore implements MemoryStore {
       const slot = this.bucketsOf(endpoint, limit.name)?.slots.get(organization);
       if (slot !== undefined) this.forget(slot);
     }
+    // Every lease's hold on those limits goes too; a lease left holding nothing is gone.
+    const held = this.leases.get(endpoint)?.get(organization);
+    if (held === undefined) return;
+    for (let at = held.length - 1; at >= 0; at--) {
+      const lease = held[at] as HeldLease;
+      const kept = lease.holds.filter((hold) => !limits.some((limit) => limit.name === hold.name));
+      lease.holds.splice(0, lease.holds.length, ...kept);
+      if (kept.length === 0) this.dropLease(organization, endpoint, held, at);
+    }
   }
 
   /**
-   * Each limit's outcome on its own, as take() gives it, with its slot and units held kept in callSlots and
-   * callHeld; nothing is written.
+   * Each limit's outcome on its own, as take() gives it of what the bucket holds (Q − P), with its slot, Q and P kept
+   * in callSlots, callHeld and callAside; a concurrency limit's of its free slots (slot -2: it has no bucket). Nothing
+   * is written.
    */
-  private read(organization: string, endpoint: string, limits: readonly Limit[], cost: number, now: number): Outcome[] {
+  private read(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    cost: number | readonly number[],
+    now: number,
+    held: readonly HeldLease[] | undefined,
+  ): Outcome[] {
     const n = limits.length;
     // Sized up front: pushed onto an empty array, the outcomes would get room for 17.
     const outcomes = new Array<Outcome>(n);
@@ -208,20 +392,28 @@ class InProcessStore implements MemoryStore {
     this.callMissing = 0;
     for (let i = 0; i < n; i++) {
       const limit = limits[i] as Limit;
+      const aside = held === undefined ? 0 : setAside(held, limit.name) * limit.unitsPerToken;
+      this.callAside[i] = aside;
+      if (limit.kind === 'concurrency') {
+        this.callSlots[i] = -2;
+        this.callHeld[i] = limit.capacity;
+        outcomes[i] = take(limit.capacity - aside, costAt(cost, i), limit);
+        continue;
+      }
       const slot = this.bucketsOf(endpoint, limit.name)?.slots.get(organization);
-      let held: number;
+      let units: number;
       if (slot === undefined) {
         // A missing bucket is full.
-        held = limit.capacity * limit.unitsPerToken;
+        units = limit.capacity * limit.unitsPerToken;
         this.callSlots[i] = -1;
         this.callMissing++;
       } else {
         const base = slot * STRIDE;
-        held = unitsAt(state[base] as number, state[base + 1] as number, this.shapes[slot] as BucketShape, now, limit);
+        units = unitsAt(state[base] as number, state[base + 1] as number, this.shapes[slot] as BucketShape, now, limit);
         this.callSlots[i] = slot;
       }
-      this.callHeld[i] = held;
-      outcomes[i] = take(held, cost, limit);
+      this.callHeld[i] = units;
+      outcomes[i] = take(units - aside, costAt(cost, i), limit);
     }
     return outcomes;
   }
@@ -361,6 +553,15 @@ class InProcessStore implements MemoryStore {
     this.forget(this.nextOwnedSlot());
     this.evicted++;
   }
+}
+
+/** What the held leases of a key set aside under one limit name: tokens of a bucket, or slots of a concurrency limit. */
+function setAside(held: readonly HeldLease[], name: string): number {
+  let sum = 0;
+  for (const lease of held) {
+    for (const hold of lease.holds) if (hold.name === name) sum += hold.amount;
+  }
+  return sum;
 }
 
 /** A token-bucket store in this process: exact, allocation-free per call, bounded by `maxBuckets`. */

@@ -63,7 +63,7 @@ function expectedError(request: LimitRequest): string | null {
     return 'invalid_argument';
   }
   const limit = override ?? 10;
-  const cost = request.cost;
+  const cost = request.cost as number | undefined;
   if (cost !== undefined && (!Number.isSafeInteger(cost) || cost < 1)) return 'invalid_argument';
   if ((cost ?? 1) > limit) return 'cost_exceeds_limit';
   return null;

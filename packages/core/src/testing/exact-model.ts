@@ -77,8 +77,17 @@ export type ModelLimit =
       intervalMs: number;
       /** Tells the buckets of one key apart; default ''. */
       name?: string;
+      /** 'concurrency': at most `capacity` slots held by leases at once (refill and intervalMs unread). */
+      kind?: 'bucket' | 'concurrency';
     }
   | number;
+
+/** A lease the model holds (docs/stores.md, "Leases"): per limit name, tokens set aside or slots taken. */
+interface ModelLease {
+  id: string;
+  expiresAt: bigint;
+  holds: { name: string; amount: Ratio; shape: Shape }[];
+}
 
 /** One limit's figures in a model decision. */
 export interface ExactDecision {
@@ -117,6 +126,8 @@ export interface ExactMultiDecision {
 
 interface Shape {
   name: string;
+  /** A concurrency limit: capacity slots, no bucket. */
+  slots: boolean;
   capacity: Ratio;
   /** Tokens per ms: r / I. */
   rate: Ratio;
@@ -131,11 +142,22 @@ interface ModelBucket {
 }
 
 function shapeOf(limit: ModelLimit): Shape {
-  const { capacity, refill, intervalMs, name } =
-    typeof limit === 'number' ? { capacity: limit, refill: limit, intervalMs: 60_000, name: '1m' } : limit;
+  const { capacity, refill, intervalMs, name, kind } =
+    typeof limit === 'number'
+      ? { capacity: limit, refill: limit, intervalMs: 60_000, name: '1m', kind: 'bucket' }
+      : limit;
+  if (kind === 'concurrency') {
+    return { name: name ?? '', slots: true, capacity: Ratio.of(BigInt(capacity)), rate: Ratio.of(0n), steps: 1n };
+  }
   const r = BigInt(refill);
   const i = BigInt(intervalMs);
-  return { name: name ?? '', capacity: Ratio.of(BigInt(capacity)), rate: Ratio.of(r, i), steps: i / gcd(r, i) };
+  return {
+    name: name ?? '',
+    slots: false,
+    capacity: Ratio.of(BigInt(capacity)),
+    rate: Ratio.of(r, i),
+    steps: i / gcd(r, i),
+  };
 }
 
 function sameShape(a: Shape, b: Shape): boolean {
@@ -145,6 +167,7 @@ function sameShape(a: Shape, b: Shape): boolean {
 /** Buckets by (key, limit name), moved by explicit times in ms. */
 export class ExactBucketModel {
   private readonly buckets = new Map<string, ModelBucket>();
+  private readonly leases = new Map<string, ModelLease[]>();
 
   /** Tokens the bucket holds at `atMs` under `shape`: refilled under the shape then in force, converted, capped. */
   private tokensAt(bucketKey: string, at: bigint, shape: Shape): Ratio {
@@ -159,44 +182,122 @@ export class ExactBucketModel {
   }
 
   private figures(shape: Shape, tokens: Ratio, after: Ratio, cost: Ratio, admitted: boolean): ExactDecision {
-    const perSecond = shape.rate.mul(Ratio.of(1000n));
     const missing = cost.sub(tokens);
     const lacks = missing.cmp(Ratio.of(0n)) > 0;
     const units = after.mul(Ratio.of(shape.steps));
     if (units.d !== 1n) throw new Error(`exact model: ${units.n}/${units.d} units is not whole`);
+    const whole = after.floor();
+    // What the bucket holds after the call, in whole tokens (a refused call charged nothing; a debt shows as 0).
+    const remaining = Number(whole < 0n ? 0n : whole);
+    if (shape.slots) {
+      // A slot frees when a holder settles, which nobody foresees: retry after the shortest wait; nothing refills.
+      return { limited: lacks, units: Number(units.n), remaining, retryAfter: lacks ? 1 : 0, resetAfter: 0 };
+    }
+    const perSecond = shape.rate.mul(Ratio.of(1000n));
     return {
       limited: lacks,
       units: Number(units.n),
-      // What the bucket holds after the call, in whole tokens (a refused call charged nothing).
-      remaining: Number(after.floor()),
+      remaining,
       // The ceiling of a positive wait is at least 1 s.
       retryAfter: lacks ? Number(missing.div(perSecond).ceil()) : 0,
       resetAfter: Number(shape.capacity.sub(after).div(perSecond).ceil()),
     };
   }
 
-  private decide(key: string, atMs: number, limits: readonly ModelLimit[], cost: number, charge: boolean) {
+  /** What the key's held leases set aside under a limit name (tokens, or slots). */
+  private aside(key: string, name: string): Ratio {
+    let sum = Ratio.of(0n);
+    for (const lease of this.leases.get(key) ?? []) {
+      for (const hold of lease.holds) if (hold.name === name) sum = sum.add(hold.amount);
+    }
+    return sum;
+  }
+
+  /**
+   * Expires the key's leases whose instant has come, in order of it: each bucket a lease names is refilled to that
+   * instant and charged what the lease set aside (it keeps its charge); its slots are free.
+   */
+  private expire(key: string, at: bigint): void {
+    const held = this.leases.get(key);
+    if (held === undefined) return;
+    const due = held.filter((lease) => lease.expiresAt <= at).sort((a, b) => (a.expiresAt < b.expiresAt ? -1 : 1));
+    for (const lease of due) {
+      held.splice(held.indexOf(lease), 1);
+      for (const hold of lease.holds) {
+        if (!hold.shape.slots)
+          this.charge(
+            key,
+            hold.name,
+            this.buckets.get(`${key}\u0000${hold.name}`)?.shape ?? hold.shape,
+            hold.amount,
+            lease.expiresAt,
+          );
+      }
+    }
+  }
+
+  /** Charges `tokens` at `at` under `shape`, floored so that what the bucket holds stays at least minus its capacity. */
+  private charge(key: string, name: string, shape: Shape, tokens: Ratio, at: bigint): void {
+    const bucketKey = `${key}\u0000${name}`;
+    const previous = this.buckets.get(bucketKey);
+    const q = this.tokensAt(bucketKey, at, shape);
+    const floor = this.aside(key, name).sub(shape.capacity);
+    const charged = q.sub(tokens);
+    const when = previous !== undefined && previous.at > at ? previous.at : at;
+    this.buckets.set(bucketKey, { tokens: charged.cmp(floor) < 0 ? floor : charged, at: when, shape });
+  }
+
+  private decide(
+    key: string,
+    atMs: number,
+    limits: readonly ModelLimit[],
+    cost: number | readonly number[],
+    charge: boolean,
+    lease?: { id: string; ms: number },
+  ) {
     const at = BigInt(atMs);
-    const need = Ratio.of(BigInt(cost));
+    this.expire(key, at);
+    const needs = limits.map((_, i) => Ratio.of(BigInt(typeof cost === 'number' ? cost : (cost[i] as number))));
     const shapes = limits.map(shapeOf);
-    const held = shapes.map((shape) => this.tokensAt(`${key}\u0000${shape.name}`, at, shape));
-    const admitted = held.every((tokens) => tokens.cmp(need) >= 0);
+    // Q, refilled to now (a concurrency limit: its capacity), and what held leases set aside (P): it holds Q − P.
+    const qs = shapes.map((shape) =>
+      shape.slots ? shape.capacity : this.tokensAt(`${key}\u0000${shape.name}`, at, shape),
+    );
+    const held = shapes.map((shape, i) => (qs[i] as Ratio).sub(this.aside(key, shape.name)));
+    const admitted = held.every((tokens, i) => tokens.cmp(needs[i] as Ratio) >= 0);
     const figures = shapes.map((shape, i) => {
       const tokens = held[i] as Ratio;
+      const need = needs[i] as Ratio;
       return this.figures(shape, tokens, admitted ? tokens.sub(need) : tokens, need, admitted);
     });
     if (charge) {
       shapes.forEach((shape, i) => {
+        if (shape.slots) return;
         const bucketKey = `${key}\u0000${shape.name}`;
         const previous = this.buckets.get(bucketKey);
         // A refused call charges nothing, but a bucket last moved under another shape takes this one (what it holds,
-        // converted), so that it refills at the rate the refusal's Retry-After counts with.
+        // converted), so that it refills at the rate the refusal's Retry-After counts with. A reserving call charges
+        // nothing either: its lease sets the cost aside.
         if (!admitted && (previous === undefined || sameShape(previous.shape, shape))) return;
+        if (admitted && lease !== undefined && previous === undefined) return;
         // Time never moves backwards in a bucket, or the same interval would refill twice.
         const when = previous !== undefined && previous.at > at ? previous.at : at;
-        const tokens = held[i] as Ratio;
-        this.buckets.set(bucketKey, { tokens: admitted ? tokens.sub(need) : tokens, at: when, shape });
+        const q = qs[i] as Ratio;
+        this.buckets.set(bucketKey, {
+          tokens: admitted && lease === undefined ? q.sub(needs[i] as Ratio) : q,
+          at: when,
+          shape,
+        });
       });
+      if (admitted && lease !== undefined) {
+        const held = this.leases.get(key) ?? [];
+        held.push({
+          id: lease.id,
+          expiresAt: at + BigInt(lease.ms),
+          holds: shapes.map((shape, i) => ({ name: shape.name, amount: needs[i] as Ratio, shape })),
+        });
+        this.leases.set(key, held);
+      }
     }
     let most = 0;
     for (let i = 1; i < figures.length; i++) {
@@ -231,24 +332,97 @@ export class ExactBucketModel {
     return { ...(decision.limits[0] as ExactDecision), remaining: decision.remaining };
   }
 
-  /** Charges `cost` tokens from the bucket of every limit of key `key` if each holds them, else from none. */
-  consumeAll(key: string, atMs: number, limits: readonly ModelLimit[], cost: number): ExactMultiDecision {
+  /**
+   * Charges `cost` tokens (one number, or one per limit) from the bucket of every limit of key `key` if each holds
+   * them, else from none.
+   */
+  consumeAll(
+    key: string,
+    atMs: number,
+    limits: readonly ModelLimit[],
+    cost: number | readonly number[],
+  ): ExactMultiDecision {
     return this.decide(key, atMs, limits, cost, true);
   }
 
   /** What consumeAll would answer, charging nothing. */
-  peekAll(key: string, atMs: number, limits: readonly ModelLimit[], cost: number): ExactMultiDecision {
+  peekAll(
+    key: string,
+    atMs: number,
+    limits: readonly ModelLimit[],
+    cost: number | readonly number[],
+  ): ExactMultiDecision {
     return this.decide(key, atMs, limits, cost, false);
   }
 
-  /** Forgets the buckets of key `key` for the given limits (every limit when none are given). */
+  /**
+   * Reserves as consumeAll admits: admitted, the cost is set aside in each bucket and the slots taken, under lease
+   * `id`, until `ms` from `atMs`.
+   */
+  reserve(
+    key: string,
+    atMs: number,
+    limits: readonly ModelLimit[],
+    cost: number | readonly number[],
+    id: string,
+    ms: number,
+  ): ExactMultiDecision {
+    return this.decide(key, atMs, limits, cost, true, { id, ms });
+  }
+
+  /**
+   * Settles lease `id` at `atMs`: each bucket of `limits` is charged `actual` tokens (one per limit; a concurrency
+   * limit's is unread) in place of what was set aside, down to minus its capacity; a bucket the lease holds that
+   * `limits` does not name is charged what was set aside. False, changing nothing, when the lease is not held.
+   */
+  settle(key: string, atMs: number, limits: readonly ModelLimit[], id: string, actual: readonly number[]): boolean {
+    const at = BigInt(atMs);
+    this.expire(key, at);
+    const held = this.leases.get(key) ?? [];
+    const lease = held.find((each) => each.id === id);
+    if (lease === undefined) return false;
+    held.splice(held.indexOf(lease), 1);
+    const shapes = limits.map(shapeOf);
+    for (const hold of lease.holds) {
+      if (hold.shape.slots) continue;
+      const i = shapes.findIndex((shape) => shape.name === hold.name);
+      const stored = this.buckets.get(`${key}\u0000${hold.name}`)?.shape ?? hold.shape;
+      const shape = i === -1 ? stored : (shapes[i] as Shape);
+      const tokens = i === -1 ? hold.amount : Ratio.of(BigInt(actual[i] as number));
+      this.charge(key, hold.name, shape, tokens, at);
+    }
+    return true;
+  }
+
+  /** Holds lease `id` until `holdMs` from `atMs`; false when it is not held. */
+  extend(key: string, atMs: number, id: string, holdMs: number): boolean {
+    const at = BigInt(atMs);
+    this.expire(key, at);
+    const lease = this.leases.get(key)?.find((each) => each.id === id);
+    if (lease === undefined) return false;
+    lease.expiresAt = at + BigInt(holdMs);
+    return true;
+  }
+
+  /**
+   * Forgets the buckets of key `key` for the given limits (every limit when none are given), and every lease's hold on
+   * them (a lease left holding nothing is gone).
+   */
   reset(key: string, limits?: readonly ModelLimit[]): void {
     if (limits === undefined) {
       for (const bucketKey of [...this.buckets.keys()]) {
         if (bucketKey.startsWith(`${key}\u0000`)) this.buckets.delete(bucketKey);
       }
+      this.leases.delete(key);
       return;
     }
-    for (const limit of limits) this.buckets.delete(`${key}\u0000${shapeOf(limit).name}`);
+    const names = limits.map((limit) => shapeOf(limit).name);
+    for (const name of names) this.buckets.delete(`${key}\u0000${name}`);
+    const held = this.leases.get(key) ?? [];
+    for (const lease of held) lease.holds = lease.holds.filter((hold) => !names.includes(hold.name));
+    this.leases.set(
+      key,
+      held.filter((lease) => lease.holds.length > 0),
+    );
   }
 }
