@@ -43,6 +43,14 @@ interface Row extends Record<string, string | number> {
 }
 
 /**
+ * The tokens a lease set aside on a bucket, with the limit's shape when it reserved: a bucket not written yet (full)
+ * is charged under it when the lease ends.
+ */
+interface TokenHold extends BucketShape {
+  tokens: number;
+}
+
+/**
  * A held lease, as memory and the table hold it: when it expires on the caller's clock (`expiresAt`, which decisions
  * read) and on this object's (`dropAt`, which the sweep reads; the same under clock 'object'), the tokens it set
  * aside per bucket and the slots it takes per concurrency limit, by limit name.
@@ -51,7 +59,7 @@ interface HeldLease {
   id: string;
   expiresAt: number;
   dropAt: number;
-  tokens: ReadonlyMap<string, number>;
+  tokens: ReadonlyMap<string, TokenHold>;
   slots: ReadonlyMap<string, number>;
 }
 
@@ -93,17 +101,40 @@ const keyOf = (endpoint: string, name: string): string => `${name} ${endpoint}`;
 
 const isConcurrency = (limit: BucketLimit): boolean => limit.kind === 'concurrency';
 
-/**
- * The slots a lease takes of a concurrency limit: one whatever a numeric cost says, since that cost counts tokens;
- * only a cost per limit (the request's `{ [name]: n }`) takes more.
- */
-const slotsAt = (cost: number | readonly number[], i: number): number =>
-  typeof cost === 'number' ? 1 : costAt(cost, i);
+const shapeOf = (limit: BucketShape): BucketShape => ({
+  capacity: limit.capacity,
+  unitsPerToken: limit.unitsPerToken,
+  unitsPerMs: limit.unitsPerMs,
+});
 
 /** A bucket holding `units` at `at` under `limit`'s shape; `offset` is this object's clock minus the call's. */
 function bucketOf(limit: BucketShape, units: number, at: number, offset: number): Bucket {
-  const shape = { capacity: limit.capacity, unitsPerToken: limit.unitsPerToken, unitsPerMs: limit.unitsPerMs };
+  const shape = shapeOf(limit);
   return { units, updatedAt: at, shape, fullAt: at + msUntilFull(units, shape) + offset };
+}
+
+/** Units (Q) a bucket holds at `at` for `limit`; a missing bucket is full. */
+function unitsOf(bucket: Bucket | undefined, limit: BucketShape, at: number): number {
+  if (bucket === undefined) return limit.capacity * limit.unitsPerToken;
+  return unitsAt(bucket.units, bucket.updatedAt, bucket.shape, at, limit);
+}
+
+/**
+ * The bucket charged `tokens` at `at` under `limit`'s shape, where a lease ends (settled, or expired keeping its
+ * charge): below empty at most down to its debt floor with the `rest` tokens other held leases set aside still aside.
+ */
+function charged(
+  bucket: Bucket | undefined,
+  limit: BucketShape,
+  tokens: number,
+  at: number,
+  rest: number,
+  offset: number,
+): Bucket {
+  const units = unitsOf(bucket, limit, at) - tokens * limit.unitsPerToken;
+  const floor = debtFloor(limit) + rest * limit.unitsPerToken;
+  // Time never moves backwards in a bucket, or the same interval would refill twice.
+  return bucketOf(limit, Math.max(units, floor), Math.max(at, bucket?.updatedAt ?? at), offset);
 }
 
 /**
@@ -166,7 +197,8 @@ export class RatecardBuckets extends DurableObject {
       PRIMARY KEY (endpoint, name)
     )`);
     // One row per held lease, whatever the number of its limits (rows written are billed): its holds as JSON objects
-    // by limit name, {"1m":1,"tokens":4000} and {"sessions":1}, readable in a SELECT.
+    // by limit name, readable in a SELECT: tokens {"1m":{"tokens":1,"capacity":10,"unitsPerToken":6000,
+    // "unitsPerMs":1}} (with the limit's shape when it reserved), slots {"sessions":1}.
     sql.exec(`CREATE TABLE IF NOT EXISTS ratecard_leases (
       endpoint TEXT NOT NULL,
       id TEXT NOT NULL,
@@ -189,7 +221,7 @@ export class RatecardBuckets extends DurableObject {
         id: row.id,
         expiresAt: row.expires_at,
         dropAt: row.drop_at,
-        tokens: new Map(Object.entries(JSON.parse(row.tokens) as Record<string, number>)),
+        tokens: new Map(Object.entries(JSON.parse(row.tokens) as Record<string, TokenHold>)),
         slots: new Map(Object.entries(JSON.parse(row.slots) as Record<string, number>)),
       });
     }
@@ -243,7 +275,7 @@ export class RatecardBuckets extends DurableObject {
       this.commit(endpoint, seen.buckets, [], ended);
       return found.held.map(refusal);
     }
-    const tokens = new Map<string, number>();
+    const tokens = new Map<string, TokenHold>();
     const slots = new Map<string, number>();
     limits.forEach((limit, i) => {
       const need = found.need[i] as number;
@@ -251,13 +283,14 @@ export class RatecardBuckets extends DurableObject {
         slots.set(limit.name, need);
         return;
       }
-      tokens.set(limit.name, need);
-      // A reserve leaves Q as it is and sets its tokens aside; it still writes the bucket (under this shape, at this
-      // instant, as a consume would), so that the bucket the lease names is there to charge when the lease ends.
+      tokens.set(limit.name, { tokens: need, ...shapeOf(limit) });
+      const bucket = found.buckets[i];
+      // A reserve leaves Q as it is and sets its tokens aside: a missing bucket stays missing (full), and one written
+      // is written again under this shape at this instant, as a consume would.
+      if (lease !== undefined && bucket === undefined) return;
       const units = (found.units[i] as number) - (lease === undefined ? need * limit.unitsPerToken : 0);
       // Time never moves backwards in a bucket, or the same interval would refill twice.
-      const updatedAt = Math.max(at, found.buckets[i]?.updatedAt ?? at);
-      seen.buckets.set(limit.name, bucketOf(limit, units, updatedAt, clock - at));
+      seen.buckets.set(limit.name, bucketOf(limit, units, Math.max(at, bucket?.updatedAt ?? at), clock - at));
     });
     const put: HeldLease[] =
       lease === undefined ? [] : [{ id: lease.id, expiresAt: at + lease.ms, dropAt: clock + lease.ms, tokens, slots }];
@@ -294,24 +327,20 @@ export class RatecardBuckets extends DurableObject {
       this.commit(endpoint, seen.buckets, [held], ended);
       return true;
     }
-    for (const [name, tokens] of lease.tokens) {
+    for (const [name, hold] of lease.tokens) {
       const bucket = seen.buckets.get(name) ?? this.buckets.get(keyOf(endpoint, name));
+      // What the other held leases set aside stays aside.
+      const rest = (seen.aside.get(name) ?? 0) - hold.tokens;
       const i = limits.findIndex((limit) => limit.name === name && !isConcurrency(limit));
       const limit = limits[i];
-      if (limit === undefined) {
-        // A limit the call does not name is charged what the lease set aside, under the shape it has.
-        if (bucket === undefined) continue;
-        const { shape, updatedAt } = bucket;
-        const units = unitsAt(bucket.units, updatedAt, shape, at, shape) - tokens * shape.unitsPerToken;
-        seen.buckets.set(name, bucketOf(shape, units, Math.max(at, updatedAt), clock - at));
-        continue;
-      }
-      // The actual cost in place of what was set aside: what the other held leases set aside stays aside, and the
-      // bucket goes below empty down to minus its capacity at most.
-      const rest = ((seen.aside.get(name) ?? 0) - tokens) * limit.unitsPerToken;
-      const charged = this.units(bucket, limit, at) - costAt(change.actual, i) * limit.unitsPerToken;
-      const units = Math.max(charged, debtFloor(limit) + rest);
-      seen.buckets.set(name, bucketOf(limit, units, Math.max(at, bucket?.updatedAt ?? at), clock - at));
+      // The actual cost in place of what was set aside; a limit the call does not name is charged what was set
+      // aside, under the shape its bucket has.
+      seen.buckets.set(
+        name,
+        limit === undefined
+          ? charged(bucket, bucket?.shape ?? hold, hold.tokens, at, rest, clock - at)
+          : charged(bucket, limit, costAt(change.actual, i), at, rest, clock - at),
+      );
     }
     ended.push(lease.id);
     this.commit(endpoint, seen.buckets, [], ended);
@@ -364,8 +393,8 @@ export class RatecardBuckets extends DurableObject {
         ? undefined
         : (seen.buckets.get(limit.name) ?? this.buckets.get(keyOf(endpoint, limit.name))),
     );
-    const units = limits.map((limit, i) => (isConcurrency(limit) ? 0 : this.units(buckets[i], limit, at)));
-    const need = limits.map((limit, i) => (isConcurrency(limit) ? slotsAt(cost, i) : costAt(cost, i)));
+    const units = limits.map((limit, i) => (isConcurrency(limit) ? 0 : unitsOf(buckets[i], limit, at)));
+    const need = limits.map((_, i) => costAt(cost, i));
     // What a limit holds for this decision: a bucket's units less what held leases set aside (Q - P); a concurrency
     // limit's free slots.
     const held = limits.map((limit, i) =>
@@ -385,32 +414,22 @@ export class RatecardBuckets extends DurableObject {
   private expire(endpoint: string, at: number): Seen {
     const seen: Seen = { buckets: new Map(), ended: [], aside: new Map(), slots: new Map() };
     for (const lease of this.leases.get(endpoint)?.values() ?? []) {
-      if (lease.expiresAt <= at) {
-        seen.ended.push(lease);
-        continue;
-      }
-      for (const [name, tokens] of lease.tokens) seen.aside.set(name, (seen.aside.get(name) ?? 0) + tokens);
-      for (const [name, slots] of lease.slots) seen.slots.set(name, (seen.slots.get(name) ?? 0) + slots);
+      for (const [name, hold] of lease.tokens) seen.aside.set(name, (seen.aside.get(name) ?? 0) + hold.tokens);
+      if (lease.expiresAt <= at) seen.ended.push(lease);
+      else for (const [name, slots] of lease.slots) seen.slots.set(name, (seen.slots.get(name) ?? 0) + slots);
     }
     seen.ended.sort((a, b) => a.expiresAt - b.expiresAt);
     for (const lease of seen.ended) {
-      for (const [name, tokens] of lease.tokens) {
+      // Gone before it is charged, as at a settle: the floor counts what the leases still held set aside.
+      for (const [name, hold] of lease.tokens) seen.aside.set(name, (seen.aside.get(name) as number) - hold.tokens);
+      for (const [name, hold] of lease.tokens) {
         const bucket = seen.buckets.get(name) ?? this.buckets.get(keyOf(endpoint, name));
-        // A reserve writes the buckets its lease names, and the sweep keeps them while it is held.
-        if (bucket === undefined) continue;
-        const { shape, updatedAt } = bucket;
-        const units = unitsAt(bucket.units, updatedAt, shape, lease.expiresAt, shape) - tokens * shape.unitsPerToken;
+        const rest = seen.aside.get(name) as number;
         const offset = lease.dropAt - lease.expiresAt;
-        seen.buckets.set(name, bucketOf(shape, units, Math.max(updatedAt, lease.expiresAt), offset));
+        seen.buckets.set(name, charged(bucket, bucket?.shape ?? hold, hold.tokens, lease.expiresAt, rest, offset));
       }
     }
     return seen;
-  }
-
-  /** Units (Q) a bucket holds at `at` for `limit`; a missing bucket is full. */
-  private units(bucket: Bucket | undefined, limit: BucketLimit, at: number): number {
-    if (bucket === undefined) return limit.capacity * limit.unitsPerToken;
-    return unitsAt(bucket.units, bucket.updatedAt, bucket.shape, at, limit);
   }
 
   /**

@@ -76,18 +76,19 @@ describe.runIf(workerdRuns())('durability across a restart of the runtime', () =
       await (workerd as Workerd).stop('SIGKILL');
       workerd = await startWorkerd(harness.dir);
     };
-    const reserve = (id: string, cost: number, ms: number) =>
-      leases({ method: 'consume', limits, cost, lease: { id, ms }, now: T });
+    // The tokens of the minute bucket, and one slot.
+    const reserve = (id: string, tokens: number, ms: number) =>
+      leases({ method: 'consume', limits, cost: [tokens, 1], lease: { id, ms }, now: T });
     expect(await reserve('a', 4, 60_000)).toEqual({ outcomes: [36_000, 1] });
     expect(await reserve('b', 1, 10_000)).toEqual({ outcomes: [30_000, 0] });
     await restart();
     expect(await reserve('c', 1, 10_000)).toEqual({ outcomes: [-1 - 30_000, -1] });
-    expect(await leases({ method: 'settle', limits, change: { id: 'a', actual: 2 }, now: T })).toEqual({
+    expect(await leases({ method: 'settle', limits, change: { id: 'a', actual: [2, 1] }, now: T })).toEqual({
       settled: true,
     });
     expect(await leases({ method: 'peek', limits, cost: 1, now: T })).toEqual({ outcomes: [36_000, 0] });
     await restart();
-    expect(await leases({ method: 'settle', limits, change: { id: 'a', actual: 2 }, now: T })).toEqual({
+    expect(await leases({ method: 'settle', limits, change: { id: 'a', actual: [2, 1] }, now: T })).toEqual({
       settled: false,
     });
     // b expires at T + 10 000 keeping its token: 48 000 units refilled by 10 000, less 6 000; both slots free.

@@ -82,7 +82,7 @@ describe.runIf(workerdRuns())('leases in the Durable Object', () => {
 
   it('gives back every token and slot at a cancel (actual 0)', async () => {
     const org = organization();
-    expect(await org.reserve([TEN_A_MINUTE, sessions(1)], 4, 'a')).toEqual({ outcomes: [36_000, 0] });
+    expect(await org.reserve([TEN_A_MINUTE, sessions(1)], [4, 1], 'a')).toEqual({ outcomes: [36_000, 0] });
     expect(await org.settle([TEN_A_MINUTE, sessions(1)], 'a', 0)).toEqual({ settled: true });
     expect(await org.peek([TEN_A_MINUTE, sessions(1)], [10, 1])).toEqual({ outcomes: [0, 0] });
   });
@@ -158,9 +158,9 @@ describe.runIf(workerdRuns())('leases in the Durable Object', () => {
     expect(await org.reserve(limits, 1, 'c')).toEqual({ outcomes: [42_000, 0] });
   });
 
-  it('takes one slot for a numeric cost and as many as a per-limit cost names', async () => {
+  it('takes the slots a cost per limit names', async () => {
     const org = organization();
-    expect(await org.reserve([TEN_A_MINUTE, sessions(3)], 2, 'a')).toEqual({ outcomes: [48_000, 2] });
+    expect(await org.reserve([TEN_A_MINUTE, sessions(3)], [2, 1], 'a')).toEqual({ outcomes: [48_000, 2] });
     expect(await org.reserve([TEN_A_MINUTE, sessions(3)], [1, 3], 'b')).toEqual({ outcomes: [-1 - 48_000, -1 - 2] });
     expect(await org.reserve([TEN_A_MINUTE, sessions(3)], [1, 2], 'b')).toEqual({ outcomes: [42_000, 0] });
   });
@@ -182,7 +182,7 @@ describe.runIf(workerdRuns())('leases in the Durable Object', () => {
 
   it('forgets the holds on the limits a reset names; a lease left holding nothing is gone', async () => {
     const org = organization();
-    await org.reserve([TEN_A_MINUTE, sessions(1)], 4, 'a');
+    await org.reserve([TEN_A_MINUTE, sessions(1)], [4, 1], 'a');
     await org.reserve([sessions(2)], 1, 'b');
     await org.reset([sessions(1)]);
     expect(await org.peek([sessions(1)], 1)).toEqual({ outcomes: [0] });
@@ -224,22 +224,33 @@ describe.runIf(workerdRuns())('leases in the Durable Object', () => {
       const org = organization('SWEPT');
       // 1 000 tokens refilling one a millisecond: full again a millisecond after a charge of one.
       const fast: WireLimit = { capacity: 1_000, refill: 1_000, intervalMs: 1_000, name: 'fast' };
-      await org.reserve([fast, sessions(1)], 1, 'a');
+      const full = async () => {
+        for (;;) {
+          const seen = await state(org);
+          if (seen.now >= (seen.rows[0]?.full_at ?? 0)) return;
+        }
+      };
+      await org.consume([fast], 1);
+      await org.reserve([fast, sessions(1)], [1, 1], 'a');
+      await full();
       const held = await ring(org);
       expect(held.rows.map((row) => row.name)).toEqual(['fast']);
-      expect(held.leaseRows).toMatchObject([{ id: 'a', tokens: '{"fast":1}', slots: '{"sessions":1}' }]);
+      expect(held.leaseRows).toMatchObject([
+        {
+          id: 'a',
+          tokens: '{"fast":{"tokens":1,"capacity":1000,"unitsPerToken":1,"unitsPerMs":1}}',
+          slots: '{"sessions":1}',
+        },
+      ]);
       expect(held.leases).toEqual([`a ${ENDPOINT}`]);
       expect(await org.settle([fast, sessions(1)], 'a', 1)).toEqual({ settled: true });
-      for (;;) {
-        const seen = await state(org);
-        if (seen.now >= (seen.rows[0]?.full_at ?? 0)) break;
-      }
+      await full();
       expect(await ring(org)).toMatchObject({ rows: [], held: [], leaseRows: [], leases: [], alarm: null });
     });
 
     it('expires a lease whose time has come on the object’s clock, keeping its charge, and sets the alarm on', async () => {
       const org = organization('SWEPT');
-      expect(await org.reserve([DAILY, sessions(1)], 10, 'a', 1)).toEqual({ outcomes: [0, 0] });
+      expect(await org.reserve([DAILY, sessions(1)], [10, 1], 'a', 1)).toEqual({ outcomes: [0, 0] });
       for (;;) {
         const seen = await state(org);
         if (seen.now >= (seen.leaseRows[0]?.drop_at ?? 0)) break;
