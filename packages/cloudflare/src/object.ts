@@ -198,7 +198,9 @@ export class RatecardBuckets extends DurableObject {
     )`);
     // One row per held lease, whatever the number of its limits (rows written are billed): its holds as JSON objects
     // by limit name, readable in a SELECT: tokens {"1m":{"tokens":1,"capacity":10,"unitsPerToken":6000,
-    // "unitsPerMs":1}} (with the limit's shape when it reserved), slots {"sessions":1}.
+    // "unitsPerMs":1}} (with the limit's shape when it reserved), slots {"sessions":1}. WITHOUT ROWID: the primary key
+    // is the table, so a lease written counts one row written, not two (the row and its key's index; workerd's
+    // cursor.rowsWritten, test/rows.test.ts).
     sql.exec(`CREATE TABLE IF NOT EXISTS ratecard_leases (
       endpoint TEXT NOT NULL,
       id TEXT NOT NULL,
@@ -207,7 +209,7 @@ export class RatecardBuckets extends DurableObject {
       tokens TEXT NOT NULL,
       slots TEXT NOT NULL,
       PRIMARY KEY (endpoint, id)
-    )`);
+    ) WITHOUT ROWID`);
     for (const row of sql.exec<Row>('SELECT * FROM ratecard_buckets')) {
       this.buckets.set(keyOf(row.endpoint, row.name), {
         units: row.units,

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { FIXTURES, prepareWorker, startWorkerd, type Workerd, type WranglerConfig } from './workerd.js';
 
 /**
- * The harness Worker's configuration: the store's class, three faulty ones for the failure policy, and one that shows
- * its state for the sweep's tests.
+ * The harness Worker's configuration: the store's class, three faulty ones for the failure policy, one that shows its
+ * state for the sweep's tests, and one that counts the rows its calls read and write.
  */
 export const HARNESS: WranglerConfig = {
   compatibility_date: '2025-09-01',
@@ -17,12 +17,20 @@ export const HARNESS: WranglerConfig = {
       { name: 'SLOW', class_name: 'SlowBuckets' },
       { name: 'REFUSING', class_name: 'RefusingBuckets' },
       { name: 'SWEPT', class_name: 'SweptBuckets' },
+      { name: 'METERED', class_name: 'MeteredBuckets' },
     ],
   },
   migrations: [
     {
       tag: 'v1',
-      new_sqlite_classes: ['RatecardBuckets', 'ThrowingBuckets', 'SlowBuckets', 'RefusingBuckets', 'SweptBuckets'],
+      new_sqlite_classes: [
+        'RatecardBuckets',
+        'ThrowingBuckets',
+        'SlowBuckets',
+        'RefusingBuckets',
+        'SweptBuckets',
+        'MeteredBuckets',
+      ],
     },
   ],
 };
@@ -45,8 +53,11 @@ export interface WireLimit {
 }
 
 export interface Call {
-  /** A store call; 'rows': RefusingBuckets' table; 'state', 'ring': SweptBuckets' (fixtures/harness.mjs). */
-  method: 'consume' | 'peek' | 'reset' | 'settle' | 'rows' | 'state' | 'ring';
+  /**
+   * A store call; 'rows': RefusingBuckets' table; 'state', 'ring': SweptBuckets'; 'metered': MeteredBuckets'
+   * (fixtures/harness.mjs).
+   */
+  method: 'consume' | 'peek' | 'reset' | 'settle' | 'rows' | 'state' | 'ring' | 'metered';
   /** The namespace binding; default BUCKETS. */
   binding?: string;
   organization: string;
@@ -113,4 +124,6 @@ export interface Answer {
   rows?: unknown[];
   state?: SweptState;
   ring?: number;
+  /** MeteredBuckets' rows read and written since it was last asked. */
+  metered?: { read: number; written: number };
 }
