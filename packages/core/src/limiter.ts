@@ -544,7 +544,7 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
     const cost = checkCost(request.cost, limits);
     // A cost of one number for every limit means no concurrency limit is among them (checkCost).
     if (operation === 'consume' && typeof cost !== 'number') consumeHoldsNoLease(limits);
-    if (rule === undefined) return this.report(UNLIMITED, request);
+    if (rule === undefined) return this.answer(UNLIMITED, request, NONE, lease);
     const buckets = bucketLimits(rule, limits);
     let outcomes: Outcome[];
     try {
@@ -560,11 +560,13 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
       return this.byPolicy(error, request, operation, rule, limits, buckets, cost, lease);
     }
     if (this.outage !== undefined) this.storeAnswered();
-    const decision = decide(outcomes, rule, limits, cost, 'store');
-    return this.report(
-      lease === undefined ? decision : this.reservation(decision, organization, buckets, lease),
-      request,
-    );
+    return this.answer(decide(outcomes, rule, limits, cost, 'store'), request, buckets, lease);
+  }
+
+  /** Reports a decision: as a Reservation when the call reserves. */
+  private answer(decision: Decision, request: LimitRequest, buckets: readonly Limit[], lease?: Lease): Decision {
+    if (lease === undefined) return this.report(decision, request);
+    return this.report(this.reservation(decision, request.organization, buckets, lease), request);
   }
 
   /**
@@ -638,7 +640,7 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
     this.storeFailed(failure);
     const policy = this.policy;
     if (policy === 'allow' || policy === 'deny') {
-      return this.report(decideWithoutStore(policy, rule, limits, cost), request);
+      return this.answer(decideWithoutStore(policy, rule, limits, cost), request, buckets, lease);
     }
     const fallback = this.fallback;
     if (policy === 'throw' || fallback === undefined) {
@@ -649,11 +651,7 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
       operation === 'peek'
         ? await fallback.peek(organization, rule.key, buckets, cost)
         : await fallback.consume(organization, rule.key, buckets, cost, undefined, lease);
-    const decision = decide(outcomes, rule, limits, cost, 'fallback');
-    return this.report(
-      lease === undefined ? decision : this.reservation(decision, organization, buckets, lease),
-      request,
-    );
+    return this.answer(decide(outcomes, rule, limits, cost, 'fallback'), request, buckets, lease);
   }
 
   /** Counts a decision the policy answers; the first since the store last answered them all gets a log line. */

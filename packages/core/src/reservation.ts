@@ -179,7 +179,7 @@ export class Reservation implements Decision {
    * or expired before, or never held). Rejects with the store's error when the store fails: the lease then expires
    * at its time, keeping the reserved charge.
    */
-  settle(actual?: number | Readonly<Record<string, number>>): Promise<boolean> {
+  async settle(actual?: number | Readonly<Record<string, number>>): Promise<boolean> {
     return this.end(settledCosts(actual, this.cost, this.limits), 'settled');
   }
 
