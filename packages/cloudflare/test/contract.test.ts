@@ -3,9 +3,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { prepareHarness } from './support/harness.js';
 import { startWorkerd, type Workerd, workerdRuns } from './support/workerd.js';
 
-// ratecard's store contract (its test vectors and leases included) and checks against the exact model, run inside
-// workerd on durableObjectStore with the suite's clock passed as clock 'client': one request to the harness Worker per
-// test.
+// ratecard's store contract (its test vectors and leases included), checks against the exact model and limiter.reserve,
+// run inside workerd on durableObjectStore with the suite's clock passed as clock 'client': one request to the harness
+// Worker per test.
 
 const runs = workerdRuns();
 const harness = runs ? await prepareHarness() : undefined;
