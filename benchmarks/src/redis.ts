@@ -80,12 +80,12 @@ function ratecardOn(name: string, clientName: string, connect: Connect, options:
         });
       return {
         call: (org) =>
-          (options.reserve === true ? reserveAndSettle : limiter.consume)(requests[org] as LimitRequest).then(
-            (decision) => {
-              if (decision.source !== 'store') notFromStore++;
-              return decision.allowed;
-            },
-          ),
+          (options.reserve === true ? reserveAndSettle : (each: LimitRequest) => limiter.consume(each))(
+            requests[org] as LimitRequest,
+          ).then((decision) => {
+            if (decision.source !== 'store') notFromStore++;
+            return decision.allowed;
+          }),
         close: async () => {
           const stats = { ...store.stats() };
           await limiter.close();
