@@ -128,6 +128,8 @@ class InProcessStore implements MemoryStore {
   /** Held leases by endpoint and organization, and how many there are: with none, a call never looks. */
   private readonly leases = new Map<string, Map<string, KeyLeases>>();
   private leaseCount = 0;
+  /** Keys whose entry holds no lease now: kept for their next one, dropped together when many (dropLease). */
+  private emptyKeys = 0;
   /** How many limits of the call under way have no bucket yet. */
   private callMissing = 0;
   private freeSlots: number[] = [];
@@ -221,7 +223,7 @@ class InProcessStore implements MemoryStore {
       if (lease.expiresAt < held.nextExpiry) held.nextExpiry = lease.expiresAt;
       return true;
     }
-    this.dropLease(organization, endpoint, held, lease);
+    this.dropLease(held, lease);
     const reserved = lease.limits;
     for (let j = 0; j < reserved.length; j++) {
       const shape = reserved[j] as Limit;
@@ -290,7 +292,7 @@ class InProcessStore implements MemoryStore {
     held.nextExpiry = next;
     due.sort((a, b) => a.expiresAt - b.expiresAt);
     for (const lease of due) {
-      this.dropLease(organization, endpoint, held, lease);
+      this.dropLease(held, lease);
       const reserved = lease.limits;
       for (let j = 0; j < reserved.length; j++) {
         const limit = reserved[j] as Limit;
@@ -299,7 +301,7 @@ class InProcessStore implements MemoryStore {
         }
       }
     }
-    return held.list.length === 0 ? undefined : held;
+    return held;
   }
 
   /** Records the lease of an admitted reserving call: per limit, the tokens it sets aside or the slots it takes. */
@@ -315,7 +317,8 @@ class InProcessStore implements MemoryStore {
     if (found?.list.some((each) => each.id === lease.id)) {
       throw new RateLimitError('invalid_argument', `ratecard: lease ${lease.id} is already held on this key`);
     }
-    let held = found;
+    let held = found ?? this.leases.get(endpoint)?.get(organization);
+    if (held !== undefined && held.list.length === 0) this.emptyKeys--;
     if (held === undefined) {
       let byOrganization = this.leases.get(endpoint);
       if (byOrganization === undefined) {
@@ -332,7 +335,7 @@ class InProcessStore implements MemoryStore {
   }
 
   /** Drops a lease from its key; the key's entry goes with its last lease. */
-  private dropLease(organization: string, endpoint: string, held: KeyLeases, lease: HeldLease): void {
+  private dropLease(held: KeyLeases, lease: HeldLease): void {
     const list = held.list;
     const at = list.indexOf(lease);
     // Order does not matter: the last lease takes the place of the one dropped.
@@ -340,9 +343,19 @@ class InProcessStore implements MemoryStore {
     list.pop();
     this.leaseCount--;
     if (list.length > 0) return;
-    const byOrganization = this.leases.get(endpoint) as Map<string, KeyLeases>;
-    byOrganization.delete(organization);
-    if (byOrganization.size === 0) this.leases.delete(endpoint);
+    // The key's entry is kept for its next lease (making it again for each took a sixth of a reserve and its settle,
+    // measured), and entries left empty are dropped together once they are many and outnumber the leases held.
+    this.emptyKeys++;
+    if (this.emptyKeys > 1024 && this.emptyKeys > this.leaseCount) this.dropEmptyKeys();
+  }
+
+  private dropEmptyKeys(): void {
+    for (const [endpoint, byOrganization] of this.leases) {
+      for (const [organization, held] of byOrganization)
+        if (held.list.length === 0) byOrganization.delete(organization);
+      if (byOrganization.size === 0) this.leases.delete(endpoint);
+    }
+    this.emptyKeys = 0;
   }
 
   /**
@@ -389,7 +402,7 @@ class InProcessStore implements MemoryStore {
       if (keep.every(Boolean)) continue;
       lease.cost = lease.limits.map((_, i) => costAt(lease.cost, i)).filter((_, i) => keep[i]);
       lease.limits = lease.limits.filter((_, i) => keep[i]);
-      if (lease.limits.length === 0) this.dropLease(organization, endpoint, held, lease);
+      if (lease.limits.length === 0) this.dropLease(held, lease);
     }
   }
 
