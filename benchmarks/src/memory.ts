@@ -23,11 +23,15 @@ export type MemoryCase = [
   alone?: 'alone',
 ];
 
-/** ratecard on the memory store, each organization's request built before the loop by `request`. */
-function ratecard(request: (organization: string) => LimitRequest): MemoryCase[2] {
+/**
+ * ratecard on the memory store, each organization's request built before the loop by `request`; with `reserve`, a
+ * call is a `limiter.reserve` and its Reservation's `settle()`.
+ */
+function ratecard(request: (organization: string) => LimitRequest, reserve = false): MemoryCase[2] {
   return (organizations) => {
     const limiter = createLimiter({ store: memoryStore({ maxBuckets: Math.max(1_000_000, organizations.length) }) });
     const requests = organizations.map((organization) => request(organization));
+    if (reserve) return (org) => limiter.reserve(requests[org] as LimitRequest).then((lease) => lease.settle());
     return (org) => limiter.consume(requests[org] as LimitRequest);
   };
 }
@@ -50,6 +54,7 @@ export const MEMORY_CASES: Readonly<Record<string, MemoryCase>> = {
   'ratecard/consume': ['ratecard', `${CONSUME} (its clock: Date.now on every call)`, ratecard((organization) => ({ organization, endpoint: ENDPOINT, plan: 'enterprise', override: ROOMY }))],
   'rate-limiter-flexible/consume': ['rate-limiter-flexible', '`await RateLimiterMemory.consume(key)`', flexible(ROOMY)],
   'baseline/await': ['baseline', '`await Promise.resolve(true)`: the cost of an await alone', () => () => Promise.resolve(true)],
+  'ratecard/reserve-settle': ['ratecard', '`await (await limiter.reserve(request)).settle()` on `memoryStore()`', ratecard((organization) => ({ organization, endpoint: ENDPOINT, plan: 'enterprise', override: ROOMY }), true)],
   'ratecard/consume-denied': ['ratecard', `${CONSUME}, every call denied`, ratecard((organization) => ({ organization, endpoint: ENDPOINT, plan: 'developer' }))],
   'rate-limiter-flexible/consume-denied': ['rate-limiter-flexible', '`await RateLimiterMemory.consume(key)`, every call denied (it rejects; caught)', flexible(TIGHT)],
   'ratecard/consume-2-limits': ['ratecard', `${CONSUME}, \`limits: [perSecond(100, { burst: 10000 }), perHour(100000)]\`, both charged`, own([perSecond(100, { burst: ROOMY }), perHour(100_000)]), 'alone'],

@@ -42,6 +42,8 @@ export interface Contender {
   only?: string[];
   /** Its rounds run on the redis-server beside the cluster. */
   beside?: boolean;
+  /** Each call a `limiter.reserve` and, once it answers, the Reservation's `settle()`: a decision is both. */
+  reserve?: boolean;
   open(target: RedisTarget, prefix: string, plan: Plan, organizations: readonly string[]): Promise<Opened>;
 }
 
@@ -71,9 +73,16 @@ function ratecardOn(name: string, clientName: string, connect: Connect, options:
           : { organization, endpoint: ENDPOINT, limits };
       const requests = organizations.map(request);
       let notFromStore = 0;
+      const reserveAndSettle = (request: LimitRequest) =>
+        limiter.reserve(request).then(async (reservation) => {
+          if (reservation.allowed) await reservation.settle();
+          return reservation;
+        });
       return {
         call: (org) =>
-          limiter.consume(requests[org] as LimitRequest).then((decision) => {
+          (options.reserve === true ? reserveAndSettle : (each: LimitRequest) => limiter.consume(each))(
+            requests[org] as LimitRequest,
+          ).then((decision) => {
             if (decision.source !== 'store') notFromStore++;
             return decision.allowed;
           }),
@@ -130,6 +139,7 @@ export const REDIS_CONTENDERS: readonly Contender[] = [
   flexible,
   ratecardOn('ratecard-node-redis', 'node-redis 6 (RESP3)', onNodeRedis),
   ratecardOn(ONE_SERVER, 'ioredis, on a redis-server beside the cluster', onIoredis, { beside: true, only: ['cluster/256-in-flight'] }),
+  ratecardOn('ratecard-reserve', 'ioredis; `limiter.reserve(request)`, then the Reservation\'s `settle()`', onIoredis, { reserve: true, only: ['redis/256-in-flight'] }),
   ratecardOn('ratecard-2-limits', 'ioredis; `limits: [perSecond(⌈C/10⌉, { burst: C }), perHour(60·C)]`', onIoredis, { limits: twoLimits, only: ['redis/256-in-flight', 'redis/over-limit'] }),
 ];
 

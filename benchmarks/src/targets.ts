@@ -16,6 +16,8 @@ const RATIOS: Ratio[] = [
   ['memory: two limits per request vs one (`ratecard/consume`)', 'memory/ratecard/consume-2-limits', 'memory/ratecard/consume', ops, 0.6, true, ' calls/s'],
   ['Redis standalone, 10k orgs, 256 in flight: decisions/s vs `RateLimiterRedis`', 'redis/ratecard/256-in-flight', 'redis/rate-limiter-flexible/256-in-flight', ops, 3, true, '/s'],
   ['Redis standalone: redis-server CPU per decision vs `RateLimiterRedis`', 'redis/ratecard/256-in-flight', 'redis/rate-limiter-flexible/256-in-flight', cpu, 0.4, false, ' µs'],
+  ['memory: a reserve plus its settle vs one consume, calls/s', 'memory/ratecard/reserve-settle', 'memory/ratecard/consume', ops, 0.45, true, ' calls/s'],
+  ['Redis standalone: redis-server CPU per reserve plus its settle vs per consume (same run)', 'redis/ratecard-reserve/256-in-flight', 'redis/ratecard/256-in-flight', cpu, 2.2, false, ' µs'],
   ['Redis standalone: CPU per decision, two limits per request vs one (same run)', 'redis/ratecard-2-limits/256-in-flight', 'redis/ratecard/256-in-flight', cpu, 1.6, false, ' µs'],
   ['Redis Cluster (3 masters): decisions/s vs `RateLimiterRedis` on the same cluster', 'cluster/ratecard/256-in-flight', 'cluster/rate-limiter-flexible/256-in-flight', ops, 2, true, '/s'],
   ['Redis Cluster: CPU per decision vs standalone (same run)', 'cluster/ratecard/256-in-flight', `cluster/${ONE_SERVER}/256-in-flight`, cpu, 1.5, false, ' µs'],

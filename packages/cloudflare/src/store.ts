@@ -2,6 +2,8 @@ import {
   checkOptionKeys,
   clientClock,
   describeValue,
+  type Lease,
+  type LeaseChange,
   type Limit,
   type Outcome,
   QUEUE_WAIT_FACTOR,
@@ -13,18 +15,36 @@ import type { BucketLimit } from './object.js';
 /** The calls the store makes on an organization's object: `RatecardBuckets`' methods, as a stub offers them. */
 export interface BucketsStub {
   /**
-   * Charges the organization's buckets of `endpoint` for `limits`, all or nothing; null when it arrives past
-   * `deadline` (epoch ms), charging nothing. `now`: the caller's clock under clock 'client', else undefined.
+   * Charges the organization's buckets of `endpoint` for `limits`, all or nothing, or with `lease` reserves; null when
+   * it arrives past `deadline` (epoch ms), charging nothing; 'taken' when a lease of that id is held, charging nothing.
+   * `now`: the caller's clock under clock 'client', else undefined.
    */
   consume(
     endpoint: string,
     limits: readonly BucketLimit[],
-    cost: number,
+    cost: number | readonly number[],
     now: number | undefined,
     deadline: number | undefined,
-  ): Promise<Outcome[] | null>;
+    lease?: Lease,
+  ): Promise<Outcome[] | null | 'taken'>;
+  /**
+   * Settles, cancels or extends a lease of `endpoint`; true when it was held, false when not; null when it arrives past
+   * `deadline` (epoch ms), changing nothing.
+   */
+  settle(
+    endpoint: string,
+    limits: readonly BucketLimit[],
+    change: LeaseChange,
+    now: number | undefined,
+    deadline: number | undefined,
+  ): Promise<boolean | null>;
   /** The outcomes consume would give now, charging nothing. */
-  peek(endpoint: string, limits: readonly BucketLimit[], cost: number, now: number | undefined): Promise<Outcome[]>;
+  peek(
+    endpoint: string,
+    limits: readonly BucketLimit[],
+    cost: number | readonly number[],
+    now: number | undefined,
+  ): Promise<Outcome[]>;
   /**
    * Forgets the buckets of `endpoint` named by `names` (a forgotten bucket is a full one); false when it arrives past
    * `deadline` (epoch ms), forgetting nothing.
@@ -111,14 +131,16 @@ class DurableObjectStore<Id> implements Store {
     organization: string,
     endpoint: string,
     limits: readonly Limit[],
-    cost: number,
+    cost: number | readonly number[],
     budgetMs?: number,
+    lease?: Lease,
   ): Promise<Outcome[]> {
     // Counted from now, before the caller starts its own count, and checked by the object as a call arrives: a call
     // that reaches it after its caller stopped waiting (queued behind others, or slow on the way) charges nothing.
     const deadline = budgetMs === undefined ? undefined : Date.now() + budgetMs * QUEUE_WAIT_FACTOR;
+    // A reserve is the same one call, with its lease: the object sets the cost aside and holds the lease.
     const outcomes = await this.call(organization, (stub) =>
-      stub.consume(endpoint, limits, cost, this.clockReading(), deadline),
+      stub.consume(endpoint, limits, cost, this.clockReading(), deadline, lease),
     );
     if (outcomes === null) {
       throw new RateLimitError(
@@ -126,10 +148,42 @@ class DurableObjectStore<Id> implements Store {
         `ratecard: the Durable Object got the call after ${(budgetMs as number) * QUEUE_WAIT_FACTOR} ms`,
       );
     }
+    if (outcomes === 'taken') {
+      throw new RateLimitError(
+        'invalid_argument',
+        `ratecard: a lease with id ${describeValue((lease as Lease).id)} is already held on this endpoint`,
+      );
+    }
     return outcomes;
   }
 
-  peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Promise<Outcome[]> {
+  async settle(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    change: LeaseChange,
+    budgetMs?: number,
+  ): Promise<boolean> {
+    // As reset's: a settle that reaches the object after its caller stopped waiting changes nothing.
+    const deadline = budgetMs === undefined ? undefined : Date.now() + budgetMs;
+    const held = await this.call(organization, (stub) =>
+      stub.settle(endpoint, limits, change, this.clockReading(), deadline),
+    );
+    if (held === null) {
+      throw new RateLimitError(
+        'store_timeout',
+        `ratecard: the Durable Object got the settle after ${budgetMs} ms, so it changed nothing`,
+      );
+    }
+    return held;
+  }
+
+  peek(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    cost: number | readonly number[],
+  ): Promise<Outcome[]> {
     return this.call(organization, (stub) => stub.peek(endpoint, limits, cost, this.clockReading()));
   }
 

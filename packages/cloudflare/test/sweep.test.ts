@@ -1,5 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Call, call, prepareHarness, type SweptState, type WireLimit } from './support/harness.js';
+import {
+  type Call,
+  call,
+  prepareHarness,
+  ringAlarm,
+  type SweptState,
+  sweptState,
+  type WireLimit,
+} from './support/harness.js';
 import { startWorkerd, type Workerd, workerdRuns } from './support/workerd.js';
 
 // The object deletes full buckets (a full bucket is the same as a missing one): when its alarm rings and when it
@@ -35,8 +43,8 @@ describe.runIf(workerdRuns())('full buckets are deleted', () => {
 
   const ask = async (organization: string, body: Omit<Call, 'organization' | 'endpoint' | 'binding'>) =>
     call(workerd, { binding: 'SWEPT', organization, endpoint: ENDPOINT, now: T, cost: 1, ...body });
-  const state = async (organization: string) =>
-    (await ask(organization, { method: 'state', limits: [] })).state as SweptState;
+  const state = (organization: string) => sweptState(workerd, organization);
+  const ring = (organization: string) => ringAlarm(workerd, organization);
 
   /** An organization whose object holds 2 000 fast buckets charged once, and `slow` charged as `DAILY` and `ALMOST`. */
   async function charged(slow: boolean): Promise<string> {
@@ -58,18 +66,6 @@ describe.runIf(workerdRuns())('full buckets are deleted', () => {
       const seen = await state(organization);
       const fastFullAt = seen.rows.filter((row) => row.name.startsWith('fast-')).map((row) => row.full_at);
       if (seen.now >= Math.max(...fastFullAt)) return seen;
-    }
-  }
-
-  /** Rings the alarm and waits until it has run: then the alarm is set later than the object's clock, or not at all. */
-  async function ring(organization: string): Promise<SweptState> {
-    await ask(organization, { method: 'ring', limits: [] });
-    const waitUntil = Date.now() + 20_000;
-    for (;;) {
-      const seen = await state(organization);
-      if (seen.alarm === null || seen.alarm > seen.now) return seen;
-      if (Date.now() > waitUntil) throw new Error(`the alarm did not run within 20 s: ${JSON.stringify(seen.alarm)}`);
-      await new Promise((resolve) => setTimeout(resolve, 20));
     }
   }
 

@@ -85,7 +85,7 @@ export interface Store {
 
 /** A lease a reserving `consume` takes: its id, unique among the leases of the key, and how long it is held. */
 export interface Lease {
-  /** 1 to 64 of A-Z a-z 0-9 _ - (the limiter makes 22 random ones). */
+  /** 1 to 64 of A-Z a-z 0-9 _ - (the limiter makes 16 random characters, a dash and a count). */
   readonly id: string;
   /** Milliseconds from the store's now until the lease expires, 1 to MAX_LEASE_MS. */
   readonly ms: number;

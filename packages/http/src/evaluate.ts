@@ -4,7 +4,9 @@ import {
   describeValue,
   type Limiter,
   type LimitRequest,
+  MAX_LEASE_MS,
   RateLimitError,
+  type Reservation,
 } from '@ratecard/core';
 import { INTERNAL_ERROR, RATE_LIMIT_EXCEEDED } from './body.js';
 import { checkPolicy, type RateLimitHeaderOptions, rateLimitHeaders } from './headers.js';
@@ -24,6 +26,7 @@ const IDENTITY = {
   override: true,
   limits: true,
   cost: true,
+  leaseMs: true,
 } satisfies Record<keyof Identity, true>;
 
 /**
@@ -36,8 +39,32 @@ export type Identify<Request> = (
   request: Request,
 ) => Identity | null | undefined | Promise<Identity | null | undefined>;
 
+/** The actual cost of a request, as `reservation.settle` takes it: a number for every token bucket, or one per limit name. */
+export type ActualCost = number | Readonly<Record<string, number>>;
+
+/** What `lease` takes besides `true`: how long a lease is held, and how the actual cost is read off the response. */
+export interface LeaseOptions<Request, Response> {
+  /**
+   * How long a request's lease is held unless its response finishes first, in ms; default the limiter's (60 000). A
+   * request still running then keeps its charge and frees its slots (the lease expires). `identify` may give a
+   * request its own `leaseMs`.
+   */
+  ms?: number;
+  /**
+   * The request's actual cost, read once its response has been sent whole: a number for every token bucket, or an
+   * object by limit name (`{ tokens: usage.total_tokens }`), as `reservation.settle` takes it; undefined (or null)
+   * charges what was reserved. Not called for a request the client abandoned, which is charged what was reserved. What
+   * it throws or rejects with, or a cost the reservation refuses, goes to `onError`, and the lease is settled with
+   * what was reserved.
+   */
+  settle?(request: Request, response: Response): ActualCost | null | undefined | Promise<ActualCost | null | undefined>;
+}
+
+/** Every key of LeaseOptions: the middleware refuses any other. */
+const LEASE_OPTIONS = { ms: true, settle: true } satisfies Record<keyof LeaseOptions<unknown, unknown>, true>;
+
 /** Options of every middleware: the limiter, who is asking, and which headers to send. */
-export interface RateLimitOptions<Request> extends RateLimitHeaderOptions {
+export interface RateLimitOptions<Request, Response = unknown> extends RateLimitHeaderOptions {
   /** The limiter from `createLimiter`; its rules decide which requests are counted. */
   limiter: Limiter;
   /**
@@ -47,9 +74,17 @@ export interface RateLimitOptions<Request> extends RateLimitHeaderOptions {
   identify: Identify<Request>;
   /**
    * Called when the limiter fails and the middleware answers 500 (for example the store is down and the limiter's
-   * `onStoreError` is 'throw'). Default: the framework's logger, else `console.error`.
+   * `onStoreError` is 'throw'), and when a lease could not be settled as asked (`lease.settle` threw or gave a cost the
+   * reservation refuses, or the store failed). Default: the framework's logger, else `console.error`.
    */
   onError?: (error: unknown, request: Request) => void;
+  /**
+   * Reserve instead of consume (`limiter.reserve`): the request holds a lease from the decision until its response has
+   * been sent whole, then it is settled with what `lease.settle` returns (default what was reserved); a request whose
+   * client went away first is settled then with what was reserved. Needed for a concurrency limit, which only a lease
+   * holds. `true` takes the defaults. docs/http.md, "Leases".
+   */
+  lease?: boolean | LeaseOptions<Request, Response>;
 }
 
 /** Every key of RateLimitOptions: the middleware refuses any other. */
@@ -60,6 +95,7 @@ const RATE_LIMIT_OPTIONS = {
   ietf: true,
   policy: true,
   shadowHeaders: true,
+  lease: true,
 } satisfies Record<keyof RateLimitOptions<unknown>, true>;
 
 /** What an adapter does with a request. */
@@ -72,6 +108,8 @@ export type Verdict =
       readonly headers: Readonly<Record<string, string>>;
       /** The limiter's decision; null when no rule matched or `identify` returned null. */
       readonly decision: Decision | null;
+      /** With `lease`: the admitted reservation the adapter ends once the response is done (endLease). */
+      readonly lease?: Reservation;
     }
   /** Answer now: 429 for a denial, 500 when the limiter failed. */
   | {
@@ -109,7 +147,7 @@ export function failed(error: unknown): Extract<Verdict, { action: 'respond' }> 
 }
 
 /** The middleware options after validation; build once with `resolveOptions`, pass to `evaluate` per request. */
-export interface ResolvedOptions<Request> {
+export interface ResolvedOptions<Request, Response = unknown> {
   /** The limiter, checked to have `consume` and `ruleFor`. */
   readonly limiter: Limiter;
   /** The `identify` function, checked to be one. */
@@ -118,10 +156,14 @@ export interface ResolvedOptions<Request> {
   readonly headers: Readonly<RateLimitHeaderOptions>;
   /** The failure reporter given, or undefined for the adapter's default. */
   readonly onError: ((error: unknown, request: Request) => void) | undefined;
+  /** With `lease`: reserve, with these settings (`{}` for `true`); undefined: consume. */
+  readonly lease: Readonly<LeaseOptions<Request, Response>> | undefined;
 }
 
 /** Validates middleware options once, when the middleware is built. Throws `invalid_option`. */
-export function resolveOptions<Request>(options: RateLimitOptions<Request>): ResolvedOptions<Request> {
+export function resolveOptions<Request, Response = unknown>(
+  options: RateLimitOptions<Request, Response>,
+): ResolvedOptions<Request, Response> {
   if (typeof options !== 'object' || options === null) {
     throw new RateLimitError(
       'invalid_option',
@@ -129,7 +171,7 @@ export function resolveOptions<Request>(options: RateLimitOptions<Request>): Res
     );
   }
   checkOptionKeys(options, RATE_LIMIT_OPTIONS, 'the rate-limit middleware');
-  const { limiter, identify, onError, ietf, policy, shadowHeaders } = options;
+  const { limiter, identify, onError, ietf, policy, shadowHeaders, lease } = options;
   if (
     typeof limiter !== 'object' ||
     limiter === null ||
@@ -164,7 +206,43 @@ export function resolveOptions<Request>(options: RateLimitOptions<Request>): Res
     identify,
     headers: Object.freeze({ ietf, policy, shadowHeaders }),
     onError,
+    lease: leaseOptions(lease, limiter),
   };
+}
+
+function leaseOptions<Request, Response>(
+  lease: RateLimitOptions<Request, Response>['lease'],
+  limiter: Limiter,
+): Readonly<LeaseOptions<Request, Response>> | undefined {
+  if (lease === undefined || lease === false) return undefined;
+  if (lease !== true && (typeof lease !== 'object' || lease === null)) {
+    throw new RateLimitError(
+      'invalid_option',
+      `ratecard: lease must be true, false or { ms?, settle? }, got ${describeValue(lease)}`,
+    );
+  }
+  if (typeof limiter.reserve !== 'function') {
+    throw new RateLimitError(
+      'invalid_option',
+      'ratecard: lease needs a limiter with reserve (@ratecard/core with leases)',
+    );
+  }
+  if (lease === true) return Object.freeze({});
+  checkOptionKeys(lease, LEASE_OPTIONS, 'lease');
+  const { ms, settle } = lease;
+  if (ms !== undefined && (typeof ms !== 'number' || !Number.isSafeInteger(ms) || ms < 1 || ms > MAX_LEASE_MS)) {
+    throw new RateLimitError(
+      'invalid_option',
+      `ratecard: lease.ms must be a whole number of milliseconds from 1 to ${MAX_LEASE_MS}, got ${describeValue(ms)}`,
+    );
+  }
+  if (settle !== undefined && typeof settle !== 'function') {
+    throw new RateLimitError(
+      'invalid_option',
+      `ratecard: lease.settle must be a function (request, response) => actual cost, got ${describeValue(settle)}`,
+    );
+  }
+  return Object.freeze({ ms, settle });
 }
 
 /** Bytes a decoded path part must not gain, or the limiter would split or cut the path somewhere else. */
@@ -214,8 +292,8 @@ export function requestPath(target: string): string {
  * there too, before the request is let through for want of `limits`: `limit` for `limits` would otherwise let every
  * request through uncounted, with no header and no word.
  */
-export async function evaluate<Request>(
-  options: ResolvedOptions<Request>,
+export async function evaluate<Request, Response = unknown>(
+  options: ResolvedOptions<Request, Response>,
   method: string,
   target: string,
   request: Request,
@@ -235,8 +313,8 @@ export async function evaluate<Request>(
   try {
     checkIdentity(identity);
     if (rule === undefined && identity.limits === undefined) return PASS;
-    const { organization, plan, trial, override, limits, cost } = identity;
-    const decision = await options.limiter.consume({
+    const { organization, plan, trial, override, limits, cost, leaseMs } = identity;
+    const request: LimitRequest = {
       organization,
       plan,
       trial,
@@ -246,8 +324,14 @@ export async function evaluate<Request>(
       // Where no rule matches, the limiter counts a request carrying limits under its catch-all rule: name that rule,
       // not `${method} ${path}`, whose query could take it past the 256 characters an endpoint may have.
       endpoint: rule?.key ?? CATCH_ALL,
-    });
-    return verdictFor(decision, options.headers);
+    };
+    const lease = options.lease;
+    if (lease === undefined) return verdictFor(await options.limiter.consume(request), options.headers);
+    request.leaseMs = leaseMs ?? lease.ms;
+    const reservation = await options.limiter.reserve(request);
+    const verdict = verdictFor(reservation, options.headers);
+    // A refused reservation, or one answered without a store, holds nothing to end.
+    return verdict.action === 'next' && reservation.held ? { ...verdict, lease: reservation } : verdict;
   } catch (error) {
     return failed(error);
   }
@@ -272,6 +356,7 @@ function checkIdentity(identity: unknown): void {
       case 'override':
       case 'limits':
       case 'cost':
+      case 'leaseMs':
         continue;
       default:
         if (Object.hasOwn(identity, key)) {
@@ -284,7 +369,7 @@ function checkIdentity(identity: unknown): void {
 function notAnIdentity(identity: unknown): RateLimitError {
   return new RateLimitError(
     'invalid_argument',
-    `ratecard: identify must return { organization, plan?, trial?, override?, limits?, cost? }, null or undefined, got ${describeValue(identity)}`,
+    `ratecard: identify must return { organization, plan?, trial?, override?, limits?, cost?, leaseMs? }, null or undefined, got ${describeValue(identity)}`,
   );
 }
 
@@ -295,9 +380,49 @@ function verdictFor(decision: Decision, options: Readonly<RateLimitHeaderOptions
   return { action: 'respond', status: 429, headers, body: DENIED_BODY, decision };
 }
 
+/**
+ * Ends a request's lease (a 'next' verdict's `lease`), to be called once, when its response is done. `finished`: the
+ * response was sent whole, and the lease is settled with what `lease.settle(request, response)` returns (what was
+ * reserved without one). Not finished (the client went away first): settled with what was reserved, never cancelled,
+ * because the handler may have done the work, and a client must not get it for free by hanging up. An exception in
+ * `lease.settle`, or a cost the reservation refuses, goes to `report` and the lease is settled with what was reserved;
+ * a store that fails goes to `report` too (the lease then expires keeping its charge). Never rejects.
+ */
+export async function endLease<Request, Response>(
+  options: ResolvedOptions<Request, Response>,
+  lease: Reservation,
+  request: Request,
+  response: Response,
+  finished: boolean,
+  report: (error: unknown) => void,
+): Promise<void> {
+  let actual: ActualCost | undefined;
+  const settle = options.lease?.settle;
+  if (finished && settle !== undefined) {
+    try {
+      actual = (await settle(request, response)) ?? undefined;
+    } catch (error) {
+      report(error);
+    }
+  }
+  try {
+    await lease.settle(actual);
+  } catch (error) {
+    report(error);
+    // A cost the reservation refuses left the lease held: settle it as reserved, so that its slots are freed now.
+    if (error instanceof RateLimitError && error.code === 'invalid_argument' && lease.held) {
+      try {
+        await lease.settle();
+      } catch (again) {
+        report(again);
+      }
+    }
+  }
+}
+
 /** Reports a limiter failure through `onError`, or `fallback` when none was given; a throwing hook is ignored. */
-export function reportError<Request>(
-  options: ResolvedOptions<Request>,
+export function reportError<Request, Response>(
+  options: ResolvedOptions<Request, Response>,
   error: unknown,
   request: Request,
   fallback: (error: unknown) => void,
@@ -313,4 +438,9 @@ export function reportError<Request>(
 /** The default report when no framework logger exists. */
 export function logToConsole(error: unknown): void {
   console.error('ratecard: the rate limiter failed, so the request was answered 500', error);
+}
+
+/** The default report of a lease that could not be settled as asked, when no framework logger exists. */
+export function logLeaseToConsole(error: unknown): void {
+  console.error('ratecard: a lease could not be settled as asked', error);
 }

@@ -5,19 +5,24 @@
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import {
+  endLease,
   evaluate,
+  logLeaseToConsole,
   logToConsole,
   type RateLimitOptions,
   reportError,
   resolveOptions,
   type Verdict,
 } from './evaluate.js';
-import { setHeaders, writeVerdict } from './write-node.js';
+import { setHeaders, whenDone, writeVerdict } from './write-node.js';
 
-export type { Identify, Identity, RateLimitOptions } from './evaluate.js';
+export type { ActualCost, Identify, Identity, LeaseOptions, RateLimitOptions } from './evaluate.js';
 
-/** Options of the Express middleware; `identify` gets the Express request (after any earlier middleware). */
-export type ExpressRateLimitOptions = RateLimitOptions<Request>;
+/**
+ * Options of the Express middleware; `identify` gets the Express request (after any earlier middleware), `lease.settle`
+ * the request and response (read what the handler left in `response.locals`).
+ */
+export type ExpressRateLimitOptions = RateLimitOptions<Request, Response>;
 
 /**
  * Express middleware (4 and 5). The path matched against the rules is `req.url`, which Express makes relative to where
@@ -28,6 +33,14 @@ export function rateLimit(options: ExpressRateLimitOptions): RequestHandler {
   const settings = resolveOptions(options);
   const act = (verdict: Verdict, request: Request, response: Response, next: NextFunction): void => {
     if (verdict.action === 'next') {
+      const lease = verdict.lease;
+      if (lease !== undefined) {
+        whenDone(response, (finished) => {
+          void endLease(settings, lease, request, response, finished, (error) =>
+            reportError(settings, error, request, logLeaseToConsole),
+          );
+        });
+      }
       setHeaders(response, verdict.headers);
       next();
       return;

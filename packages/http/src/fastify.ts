@@ -4,12 +4,16 @@
  * @module @ratecard/http/fastify
  */
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { evaluate, type RateLimitOptions, reportError, resolveOptions } from './evaluate.js';
+import { endLease, evaluate, type RateLimitOptions, reportError, resolveOptions } from './evaluate.js';
+import { whenDone } from './write-node.js';
 
-export type { Identify, Identity, RateLimitOptions } from './evaluate.js';
+export type { ActualCost, Identify, Identity, LeaseOptions, RateLimitOptions } from './evaluate.js';
 
-/** Options of the Fastify plugin; `identify` gets the Fastify request (the body is not parsed yet: onRequest). */
-export type FastifyRateLimitOptions = RateLimitOptions<FastifyRequest>;
+/**
+ * Options of the Fastify plugin; `identify` gets the Fastify request (the body is not parsed yet: onRequest),
+ * `lease.settle` the request and reply.
+ */
+export type FastifyRateLimitOptions = RateLimitOptions<FastifyRequest, FastifyReply>;
 
 async function rateLimitPlugin(fastify: FastifyInstance, options: FastifyRateLimitOptions): Promise<void> {
   const settings = resolveOptions(options);
@@ -18,6 +22,16 @@ async function rateLimitPlugin(fastify: FastifyInstance, options: FastifyRateLim
     async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
       const verdict = await evaluate(settings, request.method, request.url, request);
       if (verdict.action === 'next') {
+        const lease = verdict.lease;
+        if (lease !== undefined) {
+          whenDone(reply.raw, (finished) => {
+            void endLease(settings, lease, request, reply, finished, (error) =>
+              reportError(settings, error, request, (cause) =>
+                request.log.error({ err: cause }, 'ratecard: a lease could not be settled as asked'),
+              ),
+            );
+          });
+        }
         reply.headers(verdict.headers);
         return undefined;
       }

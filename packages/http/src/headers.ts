@@ -70,6 +70,20 @@ function retryAfterOf(decision: Decision): number {
 }
 
 /**
+ * The limit the X- headers state: the decision's most restrictive token bucket, as the limiter picks its most
+ * restrictive limit (on a denial the one that waits longest, else the one with the fewest whole tokens left; ties to
+ * the first), among the token buckets only. Undefined when the decision holds no token bucket.
+ */
+function statedBucket(decision: Decision, states: readonly LimitState[]): LimitState | undefined {
+  let most: LimitState | undefined;
+  for (const state of states) {
+    if (most === undefined) most = state;
+    else if (decision.limited ? state.retryAfter > most.retryAfter : state.remaining < most.remaining) most = state;
+  }
+  return most;
+}
+
+/**
  * The response headers for a decision, as a plain record (no framework object is touched).
  *
  * - enforced, allowed: `X-RateLimit-Limit`, `X-RateLimit-Remaining`, of the decision's most restrictive limit;
@@ -83,23 +97,37 @@ function retryAfterOf(decision: Decision): number {
  *
  * Every count is stated as at most 999 999 999 999 999 (RFC 9651's largest Integer) and every wait (`Retry-After`,
  * `t`) as at most 999 999 999 s (from 10^9 on, clients read a Unix time), so that every parser reads each field.
+ *
+ * A concurrency limit is no quota that refills over time, which is what these fields describe (a client paces by them),
+ * so it is left out of `X-RateLimit-*` and the IETF fields: they state the decision's token buckets, and a decision of
+ * concurrency limits alone sends neither. A refusal by one still gets `Retry-After` (core's 1 s: a slot frees when a
+ * holder settles, which nobody can foresee). docs/http.md, "Leases".
  */
 export function rateLimitHeaders(decision: Decision, options: RateLimitHeaderOptions = {}): Record<string, string> {
   const headers: Record<string, string> = {};
   if (decision.mode === 'unlimited') return headers;
   if (decision.mode === 'shadow' && options.shadowHeaders !== true) return headers;
   const denied = !decision.allowed;
-  headers['X-RateLimit-Limit'] = String(Math.min(decision.limit, MAX_FIELD_COUNT));
-  headers['X-RateLimit-Remaining'] = String(denied ? 0 : Math.min(decision.remaining, MAX_FIELD_COUNT));
-  const retryAfter = denied ? retryAfterOf(decision) : 0;
-  if (denied) headers['Retry-After'] = String(retryAfter);
+  const slots = decision.limits.some((limit) => limit.kind === 'concurrency');
+  if (!slots) {
+    headers['X-RateLimit-Limit'] = String(Math.min(decision.limit, MAX_FIELD_COUNT));
+    headers['X-RateLimit-Remaining'] = String(denied ? 0 : Math.min(decision.remaining, MAX_FIELD_COUNT));
+  }
+  if (denied) headers['Retry-After'] = String(retryAfterOf(decision));
+  if (!slots && options.ietf !== true) return headers;
+  const states = limitStates(decision).filter((state) => state.limit.kind !== 'concurrency');
+  if (slots) {
+    const stated = statedBucket(decision, states);
+    if (stated === undefined) return headers;
+    headers['X-RateLimit-Limit'] = String(Math.min(stated.limit.capacity, MAX_FIELD_COUNT));
+    headers['X-RateLimit-Remaining'] = String(denied ? 0 : Math.min(stated.remaining, MAX_FIELD_COUNT));
+  }
   if (options.ietf === true) {
     const policy = options.policy;
     if (policy !== undefined) checkPolicy(policy);
     const prefix = policy === undefined ? '' : `${policy}:`;
     const policies: string[] = [];
     const items: string[] = [];
-    const states = limitStates(decision);
     for (let i = 0; i < states.length; i++) {
       const state = states[i] as LimitState;
       const { limit } = state;

@@ -6,23 +6,25 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describeValue, RateLimitError } from '@ratecard/core';
 import {
+  endLease,
   evaluate,
   failed,
+  logLeaseToConsole,
   logToConsole,
   type RateLimitOptions,
   reportError,
   resolveOptions,
   type Verdict,
 } from './evaluate.js';
-import { setHeaders, writeVerdict } from './write-node.js';
+import { setHeaders, whenDone, writeVerdict } from './write-node.js';
 
-export type { Identify, Identity, RateLimitOptions } from './evaluate.js';
+export type { ActualCost, Identify, Identity, LeaseOptions, RateLimitOptions } from './evaluate.js';
 
 /** A node:http request listener, as `http.createServer` takes it. */
 export type RequestListener = (request: IncomingMessage, response: ServerResponse) => void;
 
-/** Options of `withRateLimit`; `identify` gets the node:http request. */
-export type NodeRateLimitOptions = RateLimitOptions<IncomingMessage>;
+/** Options of `withRateLimit`; `identify` gets the node:http request, `lease.settle` the request and response. */
+export type NodeRateLimitOptions = RateLimitOptions<IncomingMessage, ServerResponse>;
 
 /**
  * Wraps a node:http handler: requests that match a rule and that `identify` names are counted; a denial is answered
@@ -30,7 +32,8 @@ export type NodeRateLimitOptions = RateLimitOptions<IncomingMessage>;
  *
  * With no framework to hand errors to, an exception in `identify` is answered like a limiter failure: 500 with an
  * `internal_error` body, the error going to `onError` (default `console.error`). What `handler` itself throws or
- * rejects with is left alone, as node:http would.
+ * rejects with is left alone, as node:http would: with `lease`, a request its handler never answers holds its lease
+ * until the connection closes (or the lease expires).
  */
 export function withRateLimit(
   handler: (request: IncomingMessage, response: ServerResponse) => unknown,
@@ -45,6 +48,14 @@ export function withRateLimit(
   const settings = resolveOptions(options);
   const act = (verdict: Verdict, request: IncomingMessage, response: ServerResponse): void => {
     if (verdict.action === 'next') {
+      const lease = verdict.lease;
+      if (lease !== undefined) {
+        whenDone(response, (finished) => {
+          void endLease(settings, lease, request, response, finished, (error) =>
+            reportError(settings, error, request, logLeaseToConsole),
+          );
+        });
+      }
       setHeaders(response, verdict.headers);
       handler(request, response);
       return;

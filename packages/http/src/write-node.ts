@@ -17,3 +17,23 @@ export function writeVerdict(response: ServerResponse, verdict: Extract<Verdict,
   response.setHeader('content-length', Buffer.byteLength(verdict.body));
   response.end(verdict.body);
 }
+
+/**
+ * Calls `end` once, when a node:http response is done: `end(true)` when it has been sent whole ('finish'), `end(false)`
+ * when the connection closed first (the client went away), including before this was called. A keep-alive connection
+ * finishes each response apart, so each request's lease ends with its own response.
+ */
+export function whenDone(response: ServerResponse, end: (finished: boolean) => void): void {
+  let done = false;
+  const once = (finished: boolean): void => {
+    if (done) return;
+    done = true;
+    end(finished);
+  };
+  if (response.writableFinished || response.destroyed) {
+    once(response.writableFinished);
+    return;
+  }
+  response.once('finish', () => once(true));
+  response.once('close', () => once(response.writableFinished));
+}

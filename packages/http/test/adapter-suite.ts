@@ -365,7 +365,7 @@ export function adapterSuite(adapter: AdapterUnderTest): void {
         expect(error).toMatchObject({
           code: 'invalid_argument',
           message:
-            'ratecard: the identity identify returned has an unknown key "limit"; did you mean "limits"? It takes organization, plan, trial, override, limits, cost',
+            'ratecard: the identity identify returned has an unknown key "limit"; did you mean "limits"? It takes organization, plan, trial, override, limits, cost, leaseMs',
         });
       }
     });

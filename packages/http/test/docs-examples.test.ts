@@ -87,6 +87,55 @@ describe('the examples in docs/http.md, run as written', () => {
     expect(anonymous.headers.get('x-ratelimit-limit')).toBeNull();
   });
 
+  it('the session example holds 2 sessions at once and 10 starts a minute, and a heartbeat extends a lease', async () => {
+    const url = await startExample('sessions', example('A session that outlives its request'));
+    const headers = { authorization: 'Bearer key-dev' };
+    const start = (): Promise<Response> => fetch(`${url}/sessions`, { method: 'POST', headers });
+    const started = async (remaining: string): Promise<string> => {
+      const response = await start();
+      expect(response.status).toBe(201);
+      expect(response.headers.get('x-ratelimit-limit')).toBe('10');
+      expect(response.headers.get('x-ratelimit-remaining')).toBe(remaining);
+      return ((await response.json()) as { id: string }).id;
+    };
+    const end = async (id: string): Promise<void> => {
+      const response = await fetch(`${url}/sessions/${id}`, { method: 'DELETE', headers });
+      expect(response.status).toBe(204);
+    };
+    const first = await started('9');
+    const second = await started('8');
+    // Two sessions run: a third is refused by the concurrency limit, and that refusal charged no start.
+    const third = await start();
+    expect(third.status).toBe(429);
+    expect(third.headers.get('retry-after')).toBe('1');
+    expect(third.headers.get('x-ratelimit-limit')).toBe('10');
+    expect(third.headers.get('x-ratelimit-remaining')).toBe('0');
+    expect(await third.text()).toBe(
+      '{"code":"rate_limit_exceeded","message":"Rate limit exceeded. Please retry later."}',
+    );
+    const heartbeat = await fetch(`${url}/sessions/${first}/heartbeat`, { method: 'POST', headers });
+    expect(heartbeat.status).toBe(204);
+    const stranger = await fetch(`${url}/sessions/${first}/heartbeat`, { method: 'POST' });
+    expect(stranger.status).toBe(401);
+    const unknown = await fetch(`${url}/sessions/nope/heartbeat`, { method: 'POST', headers });
+    expect(unknown.status).toBe(404);
+    await end(first);
+    // The slot is free again; eight more starts use up the minute's ten, one session ended before each next.
+    let running = second;
+    for (let remaining = 7; remaining >= 0; remaining--) {
+      const next = await started(String(remaining));
+      await end(running);
+      running = next;
+    }
+    const eleventh = await start();
+    expect(eleventh.status).toBe(429);
+    expect(eleventh.headers.get('retry-after')).toBe('6');
+    await eleventh.arrayBuffer();
+    await end(running);
+    const ended = await fetch(`${url}/sessions/${running}`, { method: 'DELETE', headers });
+    expect(ended.status).toBe(404);
+  });
+
   it("the README's example answers the 11th POST /browsers with 429", async () => {
     const code = /```js\n([\s\S]*?)```/.exec(readme)?.[1] as string;
     const url = await startExample('readme', code);

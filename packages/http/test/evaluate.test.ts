@@ -138,6 +138,7 @@ describe('evaluate', () => {
       override: 5,
       limits: perSecond(3),
       cost: 2,
+      leaseMs: 1_000,
     };
     const full = resolveOptions<string>({ limiter: createLimiter({ store: memoryStore() }), identify: () => every });
     expect(await evaluate(full, 'GET', '/health', 'x')).toMatchObject({
@@ -191,6 +192,7 @@ describe('evaluate, one path for every store', () => {
         return limiter.consume(request);
       },
       peek: (request) => limiter.peek(request),
+      reserve: (request) => limiter.reserve(request),
       reset: (bucket) => limiter.reset(bucket),
       close: () => limiter.close(),
     };

@@ -9,7 +9,7 @@ import { rateLimit as fastify } from '../src/fastify.js';
 import { rateLimit as hono } from '../src/hono.js';
 import { withRateLimit } from '../src/node.js';
 
-const TAKES = 'It takes limiter, identify, onError, ietf, policy, shadowHeaders';
+const TAKES = 'It takes limiter, identify, onError, ietf, policy, shadowHeaders, lease';
 
 /** Every middleware option, each set: what the middleware must take. */
 function everyOption(): Required<RateLimitOptions<unknown>> {
@@ -20,6 +20,7 @@ function everyOption(): Required<RateLimitOptions<unknown>> {
     ietf: true,
     policy: 'api',
     shadowHeaders: true,
+    lease: { ms: 1_000, settle: () => undefined },
   };
 }
 

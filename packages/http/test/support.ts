@@ -76,6 +76,7 @@ export function asynchronous(store: Store): Store {
   return {
     shared: false,
     consume: async (...args) => store.consume(...args),
+    settle: async (...args) => store.settle(...args),
     peek: async (...args) => store.peek(...args),
     reset: async (...args) => store.reset(...args),
     close: () => store.close(),
@@ -90,6 +91,7 @@ export function brokenStore(): Store {
   return {
     shared: false,
     consume: fail,
+    settle: fail,
     peek: fail,
     reset: fail,
     close: () => undefined,

@@ -78,19 +78,26 @@ export interface MemoryStore extends Store {
 // Per bucket, two doubles in one growable Float64Array: units held and when (ms); beside them, the limit then in force.
 const STRIDE = 2;
 
-/** A held lease (docs/stores.md, "Leases"): per limit name it holds, the tokens it set aside or the slots it takes. */
+/**
+ * A held lease (docs/stores.md, "Leases"): the limits of the call that reserved it, in order, and its cost (one number
+ * for every limit, or one per limit): the tokens it set aside in each bucket, the slots it takes of each concurrency
+ * limit. A reset of some of the limits drops them from the lease.
+ */
 interface HeldLease {
   readonly id: string;
   expiresAt: number;
-  readonly holds: Hold[];
+  limits: readonly Limit[];
+  cost: number | readonly number[];
 }
 
-/** What a lease holds of one limit: tokens set aside in a bucket (under the shape it was reserved with), or slots. */
-interface Hold {
-  readonly name: string;
-  readonly amount: number;
-  readonly slots: boolean;
-  readonly shape: BucketShape;
+/**
+ * The leases held on one key, in a plain array (a key holds a few: an array's search costs less than making Maps per
+ * key, which took a quarter of a reserve and its settle), and a bound on the earliest expiry among them.
+ */
+interface KeyLeases {
+  readonly list: HeldLease[];
+  /** No lease expires before this (it may be earlier than the earliest: a settled or extended lease leaves it). */
+  nextExpiry: number;
 }
 
 /** The buckets of one limit of one endpoint: organization → slot. */
@@ -126,8 +133,10 @@ class InProcessStore implements MemoryStore {
   private readonly callHeld: number[] = [];
   private readonly callAside: number[] = [];
   /** Held leases by endpoint and organization, and how many there are: with none, a call never looks. */
-  private readonly leases = new Map<string, Map<string, HeldLease[]>>();
+  private readonly leases = new Map<string, Map<string, KeyLeases>>();
   private leaseCount = 0;
+  /** Keys whose entry holds no lease now: kept for their next one, dropped together when many (dropLease). */
+  private emptyKeys = 0;
   /** Blocks in force, by organization and endpoint ('*': every endpoint). */
   private readonly blocked = new Map<string, KeptBlock>();
   /** How many limits of the call under way have no bucket yet. */
@@ -216,42 +225,44 @@ class InProcessStore implements MemoryStore {
   settle(organization: string, endpoint: string, limits: readonly Limit[], change: LeaseChange): boolean {
     const now = Math.floor(this.now());
     const held = this.leaseCount === 0 ? undefined : this.heldLeases(organization, endpoint, now);
-    const at = held === undefined ? -1 : held.findIndex((lease) => lease.id === change.id);
-    if (held === undefined || at === -1) return false;
-    const lease = held[at] as HeldLease;
+    const lease = held?.list.find((each) => each.id === change.id);
+    if (held === undefined || lease === undefined) return false;
     if (change.holdMs !== undefined) {
       lease.expiresAt = now + change.holdMs;
+      if (lease.expiresAt < held.nextExpiry) held.nextExpiry = lease.expiresAt;
       return true;
     }
-    this.dropLease(organization, endpoint, held, at);
-    for (const hold of lease.holds) {
-      if (hold.slots) continue;
-      const i = limits.findIndex((limit) => limit.name === hold.name);
+    this.dropLease(held, lease);
+    const reserved = lease.limits;
+    for (let j = 0; j < reserved.length; j++) {
+      const shape = reserved[j] as Limit;
+      if (shape.kind === 'concurrency') continue;
+      const i = limits === reserved ? j : limits.findIndex((limit) => limit.name === shape.name);
       // A limit the lease holds that the call does not name is charged what it set aside.
-      const limit = i === -1 ? undefined : (limits[i] as Limit);
-      const tokens = limit === undefined ? hold.amount : costAt(change.actual, i);
-      this.charge(organization, endpoint, hold, limit, tokens, now, held);
+      const given = i === -1 ? undefined : (limits[i] as Limit);
+      const tokens = given === undefined ? costAt(lease.cost, j) : costAt(change.actual, i);
+      this.charge(organization, endpoint, shape, given, tokens, now, held);
     }
     return true;
   }
 
   /**
    * Charges `tokens` to a bucket at `now` in place of what a lease set aside there, under `given`'s shape (else the
-   * bucket's own, else the one it was reserved with), never below the debt floor: what it holds, Q − P of the leases
-   * still held, stays at least minus the capacity.
+   * bucket's own, else `reserved`, the one it was reserved with), never below the debt floor: what it holds, Q − P of
+   * the leases still held, stays at least minus the capacity.
    */
   private charge(
     organization: string,
     endpoint: string,
-    hold: Hold,
+    reserved: Limit,
     given: BucketShape | undefined,
     tokens: number,
     now: number,
-    held: readonly HeldLease[],
+    held: KeyLeases,
   ): void {
-    const name = hold.name;
+    const name = reserved.name;
     const slot = this.bucketsOf(endpoint, name)?.slots.get(organization);
-    const limit = given ?? (slot === undefined ? hold.shape : (this.shapes[slot] as BucketShape));
+    const limit = given ?? (slot === undefined ? reserved : (this.shapes[slot] as BucketShape));
     const u = limit.unitsPerToken;
     const q = slot === undefined ? limit.capacity * u : this.unitsNow(slot, now, limit);
     const aside = setAside(held, name) * u;
@@ -279,19 +290,28 @@ class InProcessStore implements MemoryStore {
    * the lease keeps its charge. (Peek expires them too: the numbers are those the lease would have had expired on
    * time, so nothing a later call sees changes.) Undefined when the key holds none.
    */
-  private heldLeases(organization: string, endpoint: string, now: number): HeldLease[] | undefined {
+  private heldLeases(organization: string, endpoint: string, now: number): KeyLeases | undefined {
     const held = this.leases.get(endpoint)?.get(organization);
-    if (held === undefined) return undefined;
-    const due = held.filter((lease) => lease.expiresAt <= now);
-    if (due.length === 0) return held;
+    if (held === undefined || now < held.nextExpiry) return held;
+    const due: HeldLease[] = [];
+    let next = Number.POSITIVE_INFINITY;
+    for (const lease of held.list) {
+      if (lease.expiresAt <= now) due.push(lease);
+      else if (lease.expiresAt < next) next = lease.expiresAt;
+    }
+    held.nextExpiry = next;
     due.sort((a, b) => a.expiresAt - b.expiresAt);
     for (const lease of due) {
-      this.dropLease(organization, endpoint, held, held.indexOf(lease));
-      for (const hold of lease.holds) {
-        if (!hold.slots) this.charge(organization, endpoint, hold, undefined, hold.amount, lease.expiresAt, held);
+      this.dropLease(held, lease);
+      const reserved = lease.limits;
+      for (let j = 0; j < reserved.length; j++) {
+        const limit = reserved[j] as Limit;
+        if (limit.kind !== 'concurrency') {
+          this.charge(organization, endpoint, limit, undefined, costAt(lease.cost, j), lease.expiresAt, held);
+        }
       }
     }
-    return held.length === 0 ? undefined : held;
+    return held;
   }
 
   /** Records the lease of an admitted reserving call: per limit, the tokens it sets aside or the slots it takes. */
@@ -302,37 +322,50 @@ class InProcessStore implements MemoryStore {
     cost: number | readonly number[],
     lease: Lease,
     now: number,
-    held: HeldLease[] | undefined,
+    found: KeyLeases | undefined,
   ): void {
-    if (held?.some((each) => each.id === lease.id)) {
+    if (found?.list.some((each) => each.id === lease.id)) {
       throw new RateLimitError('invalid_argument', `ratecard: lease ${lease.id} is already held on this key`);
     }
-    const holds = limits.map((limit, i) => ({
-      name: limit.name,
-      amount: costAt(cost, i),
-      slots: limit.kind === 'concurrency',
-      shape: limit,
-    }));
-    const entry: HeldLease = { id: lease.id, expiresAt: now + lease.ms, holds };
-    if (held !== undefined) held.push(entry);
-    else {
+    let held = found ?? this.leases.get(endpoint)?.get(organization);
+    if (held !== undefined && held.list.length === 0) this.emptyKeys--;
+    if (held === undefined) {
       let byOrganization = this.leases.get(endpoint);
       if (byOrganization === undefined) {
         byOrganization = new Map();
         this.leases.set(endpoint, byOrganization);
       }
-      byOrganization.set(organization, [entry]);
+      held = { list: [], nextExpiry: Number.POSITIVE_INFINITY };
+      byOrganization.set(organization, held);
     }
+    const expiresAt = now + lease.ms;
+    held.list.push({ id: lease.id, expiresAt, limits, cost });
+    if (expiresAt < held.nextExpiry) held.nextExpiry = expiresAt;
     this.leaseCount++;
   }
 
-  private dropLease(organization: string, endpoint: string, held: HeldLease[], at: number): void {
-    held.splice(at, 1);
+  /** Drops a lease from its key; the key's entry goes with its last lease. */
+  private dropLease(held: KeyLeases, lease: HeldLease): void {
+    const list = held.list;
+    const at = list.indexOf(lease);
+    // Order does not matter: the last lease takes the place of the one dropped.
+    list[at] = list[list.length - 1] as HeldLease;
+    list.pop();
     this.leaseCount--;
-    if (held.length > 0) return;
-    const byOrganization = this.leases.get(endpoint) as Map<string, HeldLease[]>;
-    byOrganization.delete(organization);
-    if (byOrganization.size === 0) this.leases.delete(endpoint);
+    if (list.length > 0) return;
+    // The key's entry is kept for its next lease (making it again for each took a sixth of a reserve and its settle,
+    // measured), and entries left empty are dropped together once they are many and outnumber the leases held.
+    this.emptyKeys++;
+    if (this.emptyKeys > 1024 && this.emptyKeys > this.leaseCount) this.dropEmptyKeys();
+  }
+
+  private dropEmptyKeys(): void {
+    for (const [endpoint, byOrganization] of this.leases) {
+      for (const [organization, held] of byOrganization)
+        if (held.list.length === 0) byOrganization.delete(organization);
+      if (byOrganization.size === 0) this.leases.delete(endpoint);
+    }
+    this.emptyKeys = 0;
   }
 
   /**
@@ -379,11 +412,12 @@ class InProcessStore implements MemoryStore {
     // Every lease's hold on those limits goes too; a lease left holding nothing is gone.
     const held = this.leases.get(endpoint)?.get(organization);
     if (held === undefined) return;
-    for (let at = held.length - 1; at >= 0; at--) {
-      const lease = held[at] as HeldLease;
-      const kept = lease.holds.filter((hold) => !limits.some((limit) => limit.name === hold.name));
-      lease.holds.splice(0, lease.holds.length, ...kept);
-      if (kept.length === 0) this.dropLease(organization, endpoint, held, at);
+    for (const lease of [...held.list]) {
+      const keep = lease.limits.map((limit) => !limits.some((reset) => reset.name === limit.name));
+      if (keep.every(Boolean)) continue;
+      lease.cost = lease.limits.map((_, i) => costAt(lease.cost, i)).filter((_, i) => keep[i]);
+      lease.limits = lease.limits.filter((_, i) => keep[i]);
+      if (lease.limits.length === 0) this.dropLease(held, lease);
     }
   }
 
@@ -398,7 +432,7 @@ class InProcessStore implements MemoryStore {
     limits: readonly Limit[],
     cost: number | readonly number[],
     now: number,
-    held: readonly HeldLease[] | undefined,
+    held: KeyLeases | undefined,
   ): Outcome[] {
     const n = limits.length;
     // Sized up front: pushed onto an empty array, the outcomes would get room for 17.
@@ -435,7 +469,7 @@ class InProcessStore implements MemoryStore {
 
   inspect(organization: string, endpoint: string): KeptState {
     const now = Math.floor(this.now());
-    const leases = (this.leaseCount === 0 ? undefined : this.heldLeases(organization, endpoint, now)) ?? [];
+    const leases = (this.leaseCount === 0 ? undefined : this.heldLeases(organization, endpoint, now))?.list ?? [];
     const buckets = [];
     for (const limitBuckets of this.byEndpoint.get(endpoint)?.values() ?? []) {
       const slot = limitBuckets.slots.get(organization);
@@ -451,10 +485,10 @@ class InProcessStore implements MemoryStore {
         unitsPerMs: shape.unitsPerMs,
       });
     }
-    const kept = leases.map(({ id, expiresAt, holds }) => ({
+    const kept = leases.map(({ id, expiresAt, limits, cost }) => ({
       id,
       expiresAt,
-      holds: holds.map(({ name, amount }) => ({ name, amount })),
+      holds: limits.map((limit, i) => ({ name: limit.name, amount: costAt(cost, i) })),
     }));
     return { now, buckets, leases: kept };
   }
@@ -614,11 +648,12 @@ class InProcessStore implements MemoryStore {
   }
 }
 
-/** What the held leases of a key set aside under one limit name: tokens of a bucket, or slots of a concurrency limit. */
-function setAside(held: readonly HeldLease[], name: string): number {
+/** What the leases of a key set aside under one limit name: tokens of a bucket, or slots of a concurrency limit. */
+function setAside(held: KeyLeases, name: string): number {
   let sum = 0;
-  for (const lease of held) {
-    for (const hold of lease.holds) if (hold.name === name) sum += hold.amount;
+  for (const lease of held.list) {
+    const limits = lease.limits;
+    for (let i = 0; i < limits.length; i++) if ((limits[i] as Limit).name === name) sum += costAt(lease.cost, i);
   }
   return sum;
 }

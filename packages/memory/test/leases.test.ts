@@ -200,6 +200,24 @@ describe('limiter.reserve', () => {
   });
 });
 
+describe('the memory store keeps leases per key', () => {
+  it('drops the entries of keys left without leases once they are many, and leases go on as before', async () => {
+    const store = memoryStore({ now: () => Date.now() });
+    const limits = [concurrency(1)];
+    // 3 000 keys each take a lease and settle it: their entries are dropped together along the way.
+    for (let i = 0; i < 3_000; i++) {
+      expect(store.consume(`o${i}`, 'e', limits, [1], undefined, { id: `a${i}`, ms: 60_000 })).toEqual([0]);
+      expect(store.settle(`o${i}`, 'e', limits, { id: `a${i}`, actual: 0 })).toBe(true);
+    }
+    for (const i of [0, 1_500, 2_999]) {
+      expect(store.consume(`o${i}`, 'e', limits, [1], undefined, { id: `b${i}`, ms: 60_000 })).toEqual([0]);
+      expect(store.consume(`o${i}`, 'e', limits, [1], undefined, { id: `c${i}`, ms: 60_000 })).toEqual([-1]);
+      expect(store.settle(`o${i}`, 'e', limits, { id: `b${i}`, actual: 0 })).toBe(true);
+      expect(store.settle(`o${i}`, 'e', limits, { id: `b${i}`, actual: 0 })).toBe(false);
+    }
+  });
+});
+
 describe('lease properties (memory store, fake timers)', () => {
   it('12. never more than n leases held, and every decision and settle equals the exact model', async () => {
     await fc.assert(

@@ -16,9 +16,13 @@ import {
 } from '@opentelemetry/api';
 import {
   checkOptionKeys,
+  costAt,
   type Decision,
   type DecisionSource,
   describeValue,
+  type Lease,
+  type LeaseChange,
+  type LeaseEvent,
   type Limit,
   type LimitRequest,
   type Outcome,
@@ -26,6 +30,7 @@ import {
   type Plans,
   QUEUE_WAIT_FACTOR,
   RateLimitError,
+  type Reservation,
   retryAfterSeconds,
   type Store,
 } from '@ratecard/core';
@@ -116,6 +121,11 @@ export interface LimiterMetrics {
    */
   readonly onDecision: (decision: Decision, request: LimitRequest) => void;
   /**
+   * Counts the end of a lease on `ratecard.leases.ended` and takes it off `ratecard.leases.held`: pass it as
+   * `createLimiter`'s `onLease`, beside `onDecision` (which counts the leases `reserve` takes).
+   */
+  readonly onLease: (event: LeaseEvent, reservation: Reservation) => void;
+  /**
    * The memory store, its calls timed as `ratecard.store="memory"`, and its `stats()` observed from now on. With
    * `{ time: false }` the store itself is returned, observed but not timed.
    */
@@ -160,6 +170,37 @@ interface Tally {
   readonly attributes: Attributes;
   count: number;
 }
+/** How a lease ended, as `ratecard.lease.end` says. */
+type LeaseEnd = 'settled' | 'cancelled' | 'expired';
+
+/** The leases counted under one attribute set (rule, plan, concurrency limit). */
+interface LeaseTally {
+  /** The set for `ratecard.leases.held`. */
+  readonly attributes: Attributes;
+  /** The set for `ratecard.leases.ended`, one per way a lease ends. */
+  readonly ended: Readonly<Record<LeaseEnd, Attributes>>;
+  /** Leases held now; counted afresh at each collection. */
+  held: number;
+  settled: number;
+  cancelled: number;
+  expired: number;
+}
+
+function leaseTally(attributes: Attributes): LeaseTally {
+  const ended = (end: LeaseEnd): Attributes => Object.freeze({ ...attributes, 'ratecard.lease.end': end });
+  return {
+    attributes: Object.freeze({ ...attributes }),
+    ended: { settled: ended('settled'), cancelled: ended('cancelled'), expired: ended('expired') },
+    held: 0,
+    settled: 0,
+    cancelled: 0,
+    expired: 0,
+  };
+}
+
+/** Leases held are swept for those past their expiry when their map reaches this size, then twice what it keeps. */
+const LEASE_SWEEP_SIZE = 1_024;
+
 /** error.type values are error codes or class names, a handful; past this bound a new one is reported as '_OTHER'. */
 const MAX_ERROR_TYPES = 32;
 
@@ -172,9 +213,9 @@ function refusingLimit(decision: Decision): Limit | undefined {
   const { limits, outcomes, cost } = decision;
   let most = limits[0];
   if (limits.length > 1) {
-    let wait = retryAfterSeconds(outcomes[0] as Outcome, most as Limit, cost);
+    let wait = retryAfterSeconds(outcomes[0] as Outcome, most as Limit, costAt(cost, 0));
     for (let i = 1; i < limits.length; i++) {
-      const next = retryAfterSeconds(outcomes[i] as Outcome, limits[i] as Limit, cost);
+      const next = retryAfterSeconds(outcomes[i] as Outcome, limits[i] as Limit, costAt(cost, i));
       if (next > wait) {
         wait = next;
         most = limits[i];
@@ -222,7 +263,7 @@ function errorType(error: unknown): string {
 }
 
 /**
- * Times a store's consume and peek calls. The wrapper adds no promise of its own to the decision: outcomes come back
+ * Times a store's consume, settle and peek calls. The wrapper adds no promise of its own to the decision: outcomes come back
  * as they are, and a promise is returned unchanged, the timing riding on a side branch of it.
  */
 class TimedStore implements Store {
@@ -239,27 +280,52 @@ class TimedStore implements Store {
     this.shared = inner.shared;
     this.tellsQueueFromOutage = inner.tellsQueueFromOutage === true;
     this.ok = Object.freeze({ 'ratecard.store': name });
+    // A store written before leases has no settle, and the limiter's reserve refuses it before charging anything: the
+    // wrapper must not seem to have one.
+    if (typeof inner.settle !== 'function') Object.defineProperty(this, 'settle', { value: undefined });
   }
 
   consume(
     organization: string,
     endpoint: string,
     limits: readonly Limit[],
-    cost: number,
+    cost: number | readonly number[],
     budgetMs?: number,
+    lease?: Lease,
   ): Outcome[] | Promise<Outcome[]> {
     const start = performance.now();
     try {
       // The caller waits for a queue at a store that tells one from an outage (see Store.tellsQueueFromOutage).
       const waited = budgetMs !== undefined && this.tellsQueueFromOutage ? budgetMs * QUEUE_WAIT_FACTOR : budgetMs;
-      return this.timed(this.inner.consume(organization, endpoint, limits, cost, budgetMs), start, waited);
+      return this.timed(this.inner.consume(organization, endpoint, limits, cost, budgetMs, lease), start, waited);
     } catch (error) {
       this.record(start, error);
       throw error;
     }
   }
 
-  peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Outcome[] | Promise<Outcome[]> {
+  settle(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    change: LeaseChange,
+    budgetMs?: number,
+  ): boolean | Promise<boolean> {
+    const start = performance.now();
+    try {
+      return this.timed(this.inner.settle(organization, endpoint, limits, change, budgetMs), start, budgetMs);
+    } catch (error) {
+      this.record(start, error);
+      throw error;
+    }
+  }
+
+  peek(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    cost: number | readonly number[],
+  ): Outcome[] | Promise<Outcome[]> {
     const start = performance.now();
     try {
       return this.timed(this.inner.peek(organization, endpoint, limits, cost), start, undefined);
@@ -277,15 +343,15 @@ class TimedStore implements Store {
     return this.inner.close();
   }
 
-  private timed(
-    answer: Outcome[] | Promise<Outcome[]>,
+  private timed<Answer extends Outcome[] | boolean>(
+    answer: Answer | Promise<Answer>,
     start: number,
     budgetMs: number | undefined,
-  ): Outcome[] | Promise<Outcome[]> {
-    if (Array.isArray(answer)) {
+  ): Answer | Promise<Answer> {
+    if (Array.isArray(answer) || typeof answer === 'boolean') {
       this.settled(start, budgetMs);
     } else {
-      answer.then(
+      (answer as Promise<Answer>).then(
         () => this.settled(start, budgetMs),
         (error: unknown) => this.record(start, error),
       );
@@ -364,6 +430,15 @@ class OtelLimiterMetrics implements LimiterMetrics {
   private readonly overflow: Tally = { attributes: OVERFLOW, count: 0 };
   private readonly memoryStores: MemoryStoreWithStats[] = [];
   private readonly redisStores: RedisStoreWithStats[] = [];
+  /** rule, plan index and limit index → the lease tally of that set. */
+  private readonly leaseTallies = new Map<string, LeaseTally>();
+  /** The leases this process took and holds as far as it knows, each with its tally. */
+  private readonly heldLeases = new Map<Reservation, LeaseTally>();
+  /** Leases a sweep counted as expired: the store's 'expired', when a late settle asks, is not counted again. */
+  private readonly sweptLeases = new WeakSet<Reservation>();
+  private sweepAt = LEASE_SWEEP_SIZE;
+  /** Leases past MAX_RULES attribute sets, counted under the overflow set. */
+  private readonly leaseOverflow: LeaseTally = leaseTally(OVERFLOW);
 
   constructor(options: LimiterMetricsOptions) {
     const provider = options.meterProvider ?? metrics.getMeterProvider();
@@ -386,14 +461,54 @@ class OtelLimiterMetrics implements LimiterMetrics {
       .addCallback(this.observeDecisions);
     this.duration = this.meter.createHistogram('ratecard.store.duration', {
       description:
-        'Duration of store calls (consume and peek), with error.type when the call failed or ran over budget.',
+        'Duration of store calls (consume, settle and peek), with error.type when the call failed or ran over budget.',
       unit: 's',
       advice: { explicitBucketBoundaries: [...STORE_DURATION_BUCKETS] },
     });
+    const held = this.meter.createObservableUpDownCounter('ratecard.leases.held', {
+      description:
+        'Leases this process took (limiter.reserve) and holds now: not settled, cancelled or past their expiry.',
+      unit: '{lease}',
+    });
+    const ended = this.meter.createObservableCounter('ratecard.leases.ended', {
+      description: 'Leases ended, by ratecard.lease.end: settled, cancelled, or expired (never settled in time).',
+      unit: '{lease}',
+    });
+    this.meter.addBatchObservableCallback(
+      (result: BatchObservableResult) => {
+        this.sweepLeases();
+        const observe = (tally: LeaseTally): void => {
+          result.observe(held, tally.held, tally.attributes);
+          for (const end of ['settled', 'cancelled', 'expired'] as const) {
+            if (tally[end] > 0) result.observe(ended, tally[end], tally.ended[end]);
+          }
+        };
+        for (const tally of this.leaseTallies.values()) observe(tally);
+        const overflow = this.leaseOverflow;
+        if (overflow.held + overflow.settled + overflow.cancelled + overflow.expired > 0) observe(overflow);
+      },
+      [held, ended],
+    );
   }
 
   readonly onDecision = (decision: Decision, request: LimitRequest): void => {
     this.tallyFor(decision, request.plan).count++;
+    // A reservation the store admitted holds a lease until onLease says it ended.
+    if ((decision as Partial<Reservation>).held === true) {
+      const reservation = decision as Reservation;
+      if (this.heldLeases.size >= this.sweepAt) this.sweepLeases();
+      this.heldLeases.set(reservation, this.leaseTallyFor(reservation, request.plan));
+    }
+  };
+
+  readonly onLease = (event: LeaseEvent, reservation: Reservation): void => {
+    if (event === 'extended') return;
+    let tally = this.heldLeases.get(reservation);
+    if (tally !== undefined) this.heldLeases.delete(reservation);
+    else if (event === 'expired' && this.sweptLeases.has(reservation)) return;
+    // A lease reserved before this object counted decisions: its plan is not known.
+    else tally = this.leaseTallyFor(reservation, undefined);
+    tally[event]++;
   };
 
   memory(store: MemoryStoreWithStats, options: StoreMetricsOptions = {}): Store {
@@ -451,6 +566,52 @@ class OtelLimiterMetrics implements LimiterMetrics {
       tallies.set(index, tally);
     }
     return tally;
+  }
+
+  /**
+   * The lease tally of a reservation: by its rule, the request's plan and the name of the first concurrency limit it
+   * holds (none for a lease of token buckets only), each bounded as for decisions.
+   */
+  private leaseTallyFor(reservation: Reservation, plan: string | undefined): LeaseTally {
+    const planIndex = plan === undefined ? 0 : (this.plans.get(plan) ?? 1);
+    const limit = reservation.limits.find((each) => each.kind === 'concurrency');
+    const limitIndex = limit === undefined ? 0 : this.limitIndex(limit.name);
+    const rule = reservation.rule ?? '';
+    const key = `${planIndex} ${limitIndex} ${rule}`;
+    let tally = this.leaseTallies.get(key);
+    if (tally === undefined) {
+      if (this.leaseTallies.size >= MAX_RULES) return this.leaseOverflow;
+      const attributes: Attributes = {};
+      if (reservation.rule !== null) attributes['ratecard.rule'] = reservation.rule;
+      if (planIndex !== 0) attributes['ratecard.plan'] = planIndex === 1 ? OTHER : (plan as string);
+      if (limitIndex !== 0) attributes['ratecard.limit'] = limitIndex === 1 ? OTHER : (limit as Limit).name;
+      tally = leaseTally(attributes);
+      this.leaseTallies.set(key, tally);
+    }
+    return tally;
+  }
+
+  /**
+   * Counts the leases held now, and counts as expired those past their expiry that nothing settled: the store frees
+   * them then without a word to this process (a handler that forgot to settle; the slot was not lost, the charge kept).
+   * Their map is swept at each collection, and as it grows, so that it stays bounded without a reader too.
+   */
+  private sweepLeases(): void {
+    const now = Date.now();
+    for (const tally of this.leaseTallies.values()) tally.held = 0;
+    this.leaseOverflow.held = 0;
+    for (const [reservation, tally] of this.heldLeases) {
+      if (!reservation.held) {
+        this.heldLeases.delete(reservation);
+      } else if (reservation.expiresAt <= now) {
+        this.heldLeases.delete(reservation);
+        this.sweptLeases.add(reservation);
+        tally.expired++;
+      } else {
+        tally.held++;
+      }
+    }
+    this.sweepAt = Math.max(LEASE_SWEEP_SIZE, 2 * this.heldLeases.size);
   }
 
   private limitIndex(name: string): number {

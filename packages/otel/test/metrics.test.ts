@@ -9,6 +9,7 @@ import {
   PeriodicExportingMetricReader,
 } from '@opentelemetry/sdk-metrics';
 import {
+  concurrency,
   createLimiter,
   type Limiter,
   type LimitRequest,
@@ -295,6 +296,7 @@ describe('ratecard.store.duration', () => {
         });
         return answering;
       },
+      settle: () => false,
       peek: () => Promise.resolve([0]),
       reset: () => {},
       close: () => {},
@@ -335,6 +337,7 @@ describe('ratecard.store.duration', () => {
         budgets.push(budgetMs);
         return [0];
       },
+      settle: () => false,
       peek: () => [0],
       reset: (_organization, _endpoint, _limits, budgetMs) => {
         budgets.push(budgetMs);
@@ -353,6 +356,7 @@ describe('ratecard.store.duration', () => {
       consume: () => {
         throw new RateLimitError('store_unavailable', 'ratecard: down');
       },
+      settle: () => false,
       peek: () => Promise.reject(new TypeError('bad reply')),
       reset: () => {},
       close: () => {},
@@ -385,6 +389,88 @@ describe('ratecard.store.duration', () => {
   });
 });
 
+describe('ratecard.leases', () => {
+  const sessions = concurrency(3, { name: 'sessions' });
+  const plans = { free: [sessions, perMinute(100)] };
+  const free = (organization: string): LimitRequest => ({ organization, endpoint: 'POST /sessions', plan: 'free' });
+  const held = (plan = 'free'): string =>
+    label({ 'ratecard.rule': 'ALL /*', 'ratecard.plan': plan, 'ratecard.limit': 'sessions' });
+  const ended = (end: string): string =>
+    label({
+      'ratecard.rule': 'ALL /*',
+      'ratecard.plan': 'free',
+      'ratecard.limit': 'sessions',
+      'ratecard.lease.end': end,
+    });
+
+  function leaseLimiter(): Limiter {
+    metrics = limiterMetrics({ meterProvider: otel.provider, plans });
+    return createLimiter({
+      store: metrics.memory(memoryStore()),
+      plans,
+      onDecision: metrics.onDecision,
+      onLease: metrics.onLease,
+    });
+  }
+
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('counts leases held now and ended, by rule, plan and concurrency limit, never the organization', async () => {
+    const limiter = leaseLimiter();
+    const leases = [];
+    for (const organization of ['org_a', 'org_a', 'org_b']) leases.push(await limiter.reserve(free(organization)));
+    const refused = await Promise.all([1, 2, 3].map(() => limiter.reserve(free('org_a'))));
+    expect(refused.filter((reservation) => reservation.held)).toHaveLength(1);
+    await leases[0]?.settle();
+    await leases[1]?.cancel();
+    await leases[2]?.extend(120_000);
+    const collected = await otel.collect();
+    expect(sums(collected, 'ratecard.leases.held')).toEqual({ [held()]: 2 });
+    expect(sums(collected, 'ratecard.leases.ended')).toEqual({ [ended('settled')]: 1, [ended('cancelled')]: 1 });
+    expect(JSON.stringify([...collected.values()])).not.toMatch(/org_/);
+  });
+
+  it('counts a lease nobody settled as expired once its time has passed, once, though a late settle finds it gone', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const limiter = leaseLimiter();
+    const forgotten = await limiter.reserve({ ...free('org_a'), leaseMs: 1_000 });
+    const late = await limiter.reserve({ ...free('org_a'), leaseMs: 1_000 });
+    vi.advanceTimersByTime(1_000);
+    // The second is settled after its expiry before any collection: the store says it had expired.
+    expect(await late.settle()).toBe(false);
+    let collected = await otel.collect();
+    expect(sums(collected, 'ratecard.leases.held')).toEqual({ [held()]: 0 });
+    expect(sums(collected, 'ratecard.leases.ended')).toEqual({ [ended('expired')]: 2 });
+    expect(await forgotten.settle()).toBe(false);
+    collected = await otel.collect();
+    expect(sums(collected, 'ratecard.leases.ended')).toEqual({ [ended('expired')]: 2 });
+  });
+
+  it('times reserve and settle on the store it wraps, and passes the lease on', async () => {
+    const limiter = leaseLimiter();
+    const reservation = await limiter.reserve(free('org_a'));
+    expect(reservation.held).toBe(true);
+    expect(await reservation.settle()).toBe(true);
+    expect(histogramCounts(await otel.collect())).toEqual({ 'ratecard.store=memory': 2 });
+  });
+
+  it('leaves a store without settle without one, so that reserve refuses it before charging', async () => {
+    const memory = memoryStore();
+    // A store of its own written before leases: consume, peek, reset and close.
+    const old = {
+      shared: false,
+      consume: memory.consume.bind(memory),
+      peek: memory.peek.bind(memory),
+      reset: memory.reset.bind(memory),
+      close: memory.close.bind(memory),
+    } as unknown as Store;
+    const limiter = createLimiter({ store: metrics.store(old, 'old'), plans });
+    await expect(limiter.reserve(free('org_a'))).rejects.toMatchObject({ code: 'invalid_option' });
+  });
+});
+
 describe('docs/observability.md', () => {
   it('lists every instrument the package makes, with its unit', async () => {
     const doc = readFileSync(new URL('../../../docs/observability.md', import.meta.url), 'utf8');
@@ -406,9 +492,11 @@ describe('docs/observability.md', () => {
       store: metrics.memory(memoryStore()),
       fallback: metrics.memory(memoryStore()),
       onDecision: metrics.onDecision,
+      onLease: metrics.onLease,
     });
     metrics.redis(redisStore({ client }));
     await limiter.consume(developer('org_a', 'POST /browsers'));
+    await (await limiter.reserve(developer('org_a', 'POST /browsers'))).settle();
     const made = [...(await otel.collect()).values()].map(
       (metric) => `${metric.descriptor.name} ${metric.descriptor.unit}`,
     );
@@ -436,6 +524,7 @@ function redisLike(): RedisStoreWithStats {
   return {
     shared: true,
     consume: () => Promise.resolve([]),
+    settle: () => Promise.resolve(false),
     peek: () => Promise.resolve([]),
     reset: () => Promise.resolve(),
     close: () => {},

@@ -1,5 +1,6 @@
 import { type Limit, type Outcome, QUEUE_WAIT_FACTOR } from '@ratecard/core';
 import type { Connection } from './client.js';
+import { Op } from './scripts/consume.js';
 
 /** The two ends of a consume call's promise. */
 export interface Receiver {
@@ -9,14 +10,21 @@ export interface Receiver {
 
 /**
  * Consume calls waiting to be sent, in parallel arrays: queuing a call allocates nothing of its own. A call charges
- * the buckets of k limits, all held by one key (its organization's and endpoint's).
+ * the buckets of k limits, all held by one key (its organization's and endpoint's), or reserves, settles or extends a
+ * lease on them (its op).
  */
 export class CallBatch {
   /** The key of each call. */
   readonly keys: string[] = [];
   readonly slots: number[] = [];
   readonly limits: (readonly Limit[])[] = [];
-  readonly costs: number[] = [];
+  /** One cost for every limit or one per limit; for a settle, the actual tokens. */
+  readonly costs: (number | readonly number[])[] = [];
+  /** What each call does (scripts/consume.ts). */
+  readonly ops: Op[] = [];
+  /** The lease a reserve, settle or extend names, and its ms (a reserve's lease, an extend's hold); '' and 0 else. */
+  readonly leaseIds: string[] = [];
+  readonly leaseMs: number[] = [];
   /**
    * performance.now() instants after which nobody waits for the answer: QUEUE_WAIT_FACTOR budgets from the call
    * (Infinity: someone always does).
@@ -40,15 +48,21 @@ export class CallBatch {
     key: string,
     slot: number,
     limits: readonly Limit[],
-    cost: number,
+    cost: number | readonly number[],
     deadline: number,
     budget: number,
     receiver: Receiver,
+    op: Op = Op.consume,
+    leaseId = '',
+    leaseMs = 0,
   ): void {
     this.keys.push(key);
     this.slots.push(slot);
     this.limits.push(limits);
     this.costs.push(cost);
+    this.ops.push(op);
+    this.leaseIds.push(leaseId);
+    this.leaseMs.push(leaseMs);
     this.deadlines.push(deadline);
     this.budgets.push(budget);
     this.receivers.push(receiver);
@@ -59,7 +73,10 @@ export class CallBatch {
     this.keys.push(other.keys[i] as string);
     this.slots.push(other.slots[i] as number);
     this.limits.push(other.limits[i] as readonly Limit[]);
-    this.costs.push(other.costs[i] as number);
+    this.costs.push(other.costs[i] as number | readonly number[]);
+    this.ops.push(other.ops[i] as Op);
+    this.leaseIds.push(other.leaseIds[i] as string);
+    this.leaseMs.push(other.leaseMs[i] as number);
     this.deadlines.push(other.deadlines[i] as number);
     this.budgets.push(other.budgets[i] as number);
     this.receivers.push(other.receivers[i] as Receiver);
@@ -172,12 +189,15 @@ export class AutoBatcher {
     key: string,
     slot: number,
     limits: readonly Limit[],
-    cost: number,
+    cost: number | readonly number[],
     deadline: number,
     budget: number,
     receiver: Receiver,
+    op: Op = Op.consume,
+    leaseId = '',
+    leaseMs = 0,
   ): void {
-    this.batch.add(key, slot, limits, cost, deadline, budget, receiver);
+    this.batch.add(key, slot, limits, cost, deadline, budget, receiver, op, leaseId, leaseMs);
     if (this.batch.length >= this.pruneAt) {
       this.batch = this.withoutExpired(this.batch, false);
       this.pruneAt = Math.max(PRUNE_FLOOR, 2 * this.batch.length);

@@ -1,11 +1,11 @@
-import type { Limit, Outcome } from '@ratecard/core';
+import { type Limit, type Outcome, refusal } from '@ratecard/core';
 
 /** A bucket found short of `cost` tokens, and until when it stays short for sure. */
 interface Denial {
   /** The limit the denial was for: its bucket (the key holds one per limit name) refills at its rate, up to its capacity. */
   shape: Limit;
   cost: number;
-  /** Units the bucket held at `base`. */
+  /** Units the bucket held at `base` (negative in debt). */
   held: number;
   /** The time `held` was true at; the bucket refills `shape.unitsPerMs` units per ms from then on. */
   base: number;
@@ -18,7 +18,9 @@ interface Denial {
  * bucket gains tokens faster than its refill, so a bucket short of `cost` tokens at `base` stays short of them until
  * `until` whatever other processes do (only a reset, seen here if it is this process's, fills it sooner). Times are
  * in whatever frame the store passes, the same for every call: the client clock, or performance.now(). The store
- * asks and fills it for calls of one limit only (see store.ts).
+ * asks and fills it for calls of one limit only (see store.ts), and only with a denial the script flags steady: never
+ * one by a concurrency limit (a slot frees whenever a holder settles) nor one of a bucket that leases set tokens aside
+ * on (a settle or cancel gives them back at once, faster than any refill).
  */
 export class DenyCache {
   private readonly entries = new Map<string, Denial>();
@@ -59,7 +61,7 @@ export class DenyCache {
     this.hits++;
     const full = shape.capacity * shape.unitsPerToken;
     const held = denial.held + Math.floor(now - denial.base) * shape.unitsPerMs;
-    return -1 - (held < full ? held : full);
+    return refusal(held < full ? held : full);
   }
 
   remember(key: string, shape: Limit, cost: number, held: number, base: number, until: number): void {

@@ -9,7 +9,13 @@ import { encodeName } from './keys.js';
 
 export type { RedisClient } from './client.js';
 export { type RedisStore, type RedisStoreOptions, type RedisStoreStats, redisStore } from './store.js';
-export { decodeEndpointValue, MAX_KEPT_ENTRIES, type StoredBucket } from './value.js';
+export {
+  decodeEndpointLeases,
+  decodeEndpointValue,
+  MAX_KEPT_ENTRIES,
+  type StoredBucket,
+  type StoredLease,
+} from './value.js';
 
 /**
  * The Redis key that holds an organization's buckets under an endpoint rule (one per limit named there), as the store

@@ -1,13 +1,17 @@
 import {
   checkOptionKeys,
   clientClock,
+  costAt,
   describeValue,
+  type Lease,
+  type LeaseChange,
   type Limit,
   msUntilAvailable,
   type Outcome,
   QUEUE_WAIT_FACTOR,
   RateLimitError,
   type Store,
+  unitsAfter,
 } from '@ratecard/core';
 import calculateSlot from 'cluster-key-slot';
 import { AutoBatcher, CallBatch, type Receiver } from './batching.js';
@@ -22,9 +26,8 @@ import {
 } from './client.js';
 import { DenyCache } from './deny-cache.js';
 import { KeyEncoder } from './keys.js';
-import { CONSUME, CONSUME_ON_MASTER, packCall, packedSize } from './scripts/consume.js';
+import { CONSUME, CONSUME_ON_MASTER, Op, packCall, packedSize } from './scripts/consume.js';
 import type { LuaScript } from './scripts/lua-script.js';
-import { PEEK } from './scripts/peek.js';
 import { RESET } from './scripts/reset.js';
 import { MAX_UPDATED_AT } from './value.js';
 
@@ -99,10 +102,23 @@ export interface RedisStore extends Store {
     organization: string,
     endpoint: string,
     limits: readonly Limit[],
-    cost: number,
+    cost: number | readonly number[],
     budgetMs?: number,
+    lease?: Lease,
   ): Promise<Outcome[]>;
-  peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Promise<Outcome[]>;
+  settle(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    change: LeaseChange,
+    budgetMs?: number,
+  ): Promise<boolean>;
+  peek(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    cost: number | readonly number[],
+  ): Promise<Outcome[]>;
   reset(organization: string, endpoint: string, limits: readonly Limit[], budgetMs?: number): Promise<void>;
   close(): void;
   /** Counters since the store was made. */
@@ -241,49 +257,95 @@ class RedisBucketStore implements RedisStore {
     organization: string,
     endpoint: string,
     limits: readonly Limit[],
-    cost: number,
+    cost: number | readonly number[],
     budgetMs?: number,
+    lease?: Lease,
   ): Promise<Outcome[]> {
     if (this.closed) return Promise.reject(this.closedError());
     if (organization.length === 0) return Promise.reject(emptyOrganization());
     const key = this.keys.key(organization, endpoint);
     // Only a call of one limit is answered from the deny cache, and only such calls fill it: a call of several limits
     // is refused by whichever bucket is short, and what one bucket's denial says of a call that also names others
-    // would need every one of them remembered; those calls go to Redis.
+    // would need every one of them remembered; those calls go to Redis. A reserve is refused as a consume is.
     if (limits.length === 1 && this.denies.size !== 0) {
-      const cached = this.denies.answer(key, limits[0] as Limit, cost, this.cacheTime());
+      const cached = this.denies.answer(key, limits[0] as Limit, costAt(cost, 0), this.cacheTime());
       if (cached !== undefined) return Promise.resolve([cached]);
     }
-    // A client that lost its connection or never made one, or a Redis that keeps a call past its deadline, gets no
-    // more calls: each would wait out its budget. Both checks are a comparison while Redis is well.
-    const state = this.connection.state();
-    if (state !== 'ready' && state !== 'waiting') return Promise.reject(this.notReady(state));
     // The key's hash tag is the organization.
     const slot = this.connection.cluster ? calculateSlot(key) : 0;
-    const now = performance.now();
-    if (now > this.overdue.earliest && this.overdue.unanswered(this.routeOf(slot))) {
-      this.unavailable++;
-      return Promise.reject(this.overdueError);
-    }
-    // Counted from now, before the caller starts its own count: the store gives up on the call first. The budget
-    // bounds how long Redis may leave the call unanswered once it is sent (see tellsQueueFromOutage); queued behind
-    // calls Redis answers, it waits up to QUEUE_WAIT_FACTOR budgets.
+    const deadline = this.admitCall(slot, budgetMs, QUEUE_WAIT_FACTOR);
+    if (typeof deadline !== 'number') return Promise.reject(deadline);
     const budget = budgetMs ?? Number.POSITIVE_INFINITY;
-    const deadline = now + budget * QUEUE_WAIT_FACTOR;
     return new Promise<Outcome[]>((resolve, reject) => {
-      this.batcher.add(key, slot, limits, cost, deadline, budget, { resolve, reject });
+      const receiver = { resolve, reject };
+      if (lease === undefined) this.batcher.add(key, slot, limits, cost, deadline, budget, receiver);
+      else this.batcher.add(key, slot, limits, cost, deadline, budget, receiver, Op.reserve, lease.id, lease.ms);
     });
   }
 
-  async peek(organization: string, endpoint: string, limits: readonly Limit[], cost: number): Promise<Outcome[]> {
+  settle(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    change: LeaseChange,
+    budgetMs?: number,
+  ): Promise<boolean> {
+    if (this.closed) return Promise.reject(this.closedError());
+    if (organization.length === 0) return Promise.reject(emptyOrganization());
+    const key = this.keys.key(organization, endpoint);
+    // The caller waits one budget for a settle, as for a reset (Store.settle): a settle still queued then is dropped.
+    const slot = this.connection.cluster ? calculateSlot(key) : 0;
+    const deadline = this.admitCall(slot, budgetMs, 1);
+    if (typeof deadline !== 'number') return Promise.reject(deadline);
+    const budget = budgetMs ?? Number.POSITIVE_INFINITY;
+    // A settle may take a bucket below what a denial remembered for it says it holds.
+    this.denies.forget(key);
+    return new Promise<boolean>((resolve, reject) => {
+      const receiver = { resolve: (answer: Outcome[]) => resolve(answer[0] === 1), reject };
+      if (change.holdMs === undefined) {
+        this.batcher.add(key, slot, limits, change.actual, deadline, budget, receiver, Op.settle, change.id);
+      } else {
+        this.batcher.add(key, slot, limits, 0, deadline, budget, receiver, Op.extend, change.id, change.holdMs);
+      }
+    });
+  }
+
+  /**
+   * The deadline of a call to a key of `slot` made now, `factor` budgets from now; or the error it is refused with at once: a
+   * client that lost its connection or never made one, or a Redis that keeps a call past its deadline, gets no more
+   * calls (each would wait out its budget). Both checks are a comparison while Redis is well.
+   */
+  private admitCall(slot: number, budgetMs: number | undefined, factor: number): number | RateLimitError {
+    const state = this.connection.state();
+    if (state !== 'ready' && state !== 'waiting') return this.notReady(state);
+    const now = performance.now();
+    if (now > this.overdue.earliest && this.overdue.unanswered(this.routeOf(slot))) {
+      this.unavailable++;
+      return this.overdueError;
+    }
+    // Counted from now, before the caller starts its own count: the store gives up on the call first. The budget
+    // bounds how long Redis may leave the call unanswered once it is sent (see tellsQueueFromOutage); queued behind
+    // calls Redis answers, a consume waits up to QUEUE_WAIT_FACTOR budgets.
+    return now + (budgetMs ?? Number.POSITIVE_INFINITY) * factor;
+  }
+
+  async peek(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    cost: number | readonly number[],
+  ): Promise<Outcome[]> {
     const key = this.checkedKey(organization, endpoint);
     const numbers = Buffer.allocUnsafe(packedSize(limits));
-    packCall(numbers, 0, limits, cost);
-    const reply = await this.run(PEEK, [key], [this.clockArgument(), numbers]);
-    if (!Array.isArray(reply) || reply.length !== limits.length || !reply.every((o) => typeof o === 'number')) {
+    packCall(numbers, 0, limits, cost, Op.peek);
+    const reply = await this.run(CONSUME, [key], [this.clockArgument(), numbers, '', '']);
+    // Redis TIME, then an outcome per limit (and flags, unread), little-endian doubles (see scripts/consume.ts).
+    if (!Buffer.isBuffer(reply) || reply.length < 8 * (limits.length + 1) || reply.length % 8 !== 0) {
       throw failure(new Error(`unexpected peek reply ${describeValue(reply)}`));
     }
-    return reply as Outcome[];
+    const outcomes = new Array<Outcome>(limits.length);
+    for (let j = 0; j < limits.length; j++) outcomes[j] = reply.readDoubleLE(8 * (j + 1));
+    return outcomes;
   }
 
   async reset(organization: string, endpoint: string, limits: readonly Limit[], budgetMs?: number): Promise<void> {
@@ -397,8 +459,11 @@ class RedisBucketStore implements RedisStore {
     let firstDeadline = Number.POSITIVE_INFINITY;
     let budget = Number.POSITIVE_INFINITY;
     const shared = limits[from] as readonly Limit[];
+    const ops = batch.ops;
     for (let i = from; i < to; i++) {
-      if (costs[i] !== costs[from] || !sameLimits(limits[i] as readonly Limit[], shared)) uniform = false;
+      if (ops[i] !== Op.consume || costs[i] !== costs[from] || !sameLimits(limits[i] as readonly Limit[], shared)) {
+        uniform = false;
+      }
       firstDeadline = Math.min(firstDeadline, deadlines[i] as number);
       budget = Math.min(budget, budgets[i] as number);
     }
@@ -410,18 +475,17 @@ class RedisBucketStore implements RedisStore {
     // follows MOVED and ASK, and retries through a failover), so it takes the master furthest ahead.
     const server = batch.master ?? (this.connection.cluster ? undefined : '');
     // The script's ARGV: see scripts/consume.ts. The limits and cost once when the whole batch shares them, as a batch
-    // from one plan and endpoint does, else once per call.
+    // of consumes from one plan and endpoint does, else once per call.
     let numbers: Buffer;
     if (uniform) {
       numbers = Buffer.allocUnsafe(packedSize(shared));
-      packCall(numbers, 0, shared, costs[from] as number);
+      packCall(numbers, 0, shared, costs[from] as number | readonly number[]);
     } else {
       let size = 0;
-      for (let i = from; i < to; i++) size += packedSize(limits[i] as readonly Limit[]);
+      for (let i = from; i < to; i++) size += packedCallSize(batch, i);
       numbers = Buffer.allocUnsafe(size);
       let offset = 0;
-      for (let i = from; i < to; i++)
-        offset = packCall(numbers, offset, limits[i] as readonly Limit[], costs[i] as number);
+      for (let i = from; i < to; i++) offset = packBatchCall(numbers, offset, batch, i);
     }
     const keys = batch.keys.slice(from, to);
     // In Redis' frame: a run later than that finds some caller gone, and charges nothing.
@@ -484,14 +548,14 @@ class RedisBucketStore implements RedisStore {
     this.probing.add(route);
     const limits = batch.limits[i] as readonly Limit[];
     const numbers = Buffer.allocUnsafe(packedSize(limits));
-    packCall(numbers, 0, limits, batch.costs[i] as number);
+    packCall(numbers, 0, limits, batch.costs[i] as number | readonly number[], Op.peek);
     const keys = [batch.keys[i] as string];
     const done = (): void => {
       this.probing.delete(route);
     };
     // The time as consume would read it: a Redis that refuses TIME in scripts is run with clock 'client'.
     const now = this.clientClock ? String(Math.max(0, Math.floor(this.now()))) : '';
-    runScript(this.connection, PEEK, keys, [now, numbers], this.onReload).then(done, done);
+    runScript(this.connection, CONSUME, keys, [now, numbers, '', ''], this.onReload).then(done, done);
   }
 
   /**
@@ -540,7 +604,7 @@ class RedisBucketStore implements RedisStore {
   ): void {
     const n = to - from;
     let outcomeCount = 0;
-    for (let i = from; i < to; i++) outcomeCount += (batch.limits[i] as readonly Limit[]).length;
+    for (let i = from; i < to; i++) outcomeCount += answerCount(batch, i);
     // Redis TIME, then an outcome per limit of each call, then a flag per limited one, each a little-endian double
     // (see scripts/consume.ts); the time alone when the run came too late for the batch.
     if (
@@ -561,11 +625,19 @@ class RedisBucketStore implements RedisStore {
     let at = 8;
     let flag = 8 * (outcomeCount + 1);
     for (let i = from; i < to; i++) {
-      const k = (batch.limits[i] as readonly Limit[]).length;
+      const k = answerCount(batch, i);
       const outcomes = new Array<Outcome>(k);
       for (let j = 0; j < k; j++, at += 8) outcomes[j] = reply.readDoubleLE(at);
       const key = batch.keys[i] as string;
-      if ((outcomes[0] as Outcome) >= 0) {
+      const op = batch.ops[i] as Op;
+      if (op === Op.settle || op === Op.extend) {
+        // 1 when the lease was held (see scripts/consume.ts).
+      } else if (outcomes[0] === DUPLICATE_LEASE) {
+        (batch.receivers[i] as Receiver).reject(
+          new RateLimitError('invalid_argument', `ratecard: the lease id ${batch.leaseIds[i]} is held already`),
+        );
+        continue;
+      } else if ((outcomes[0] as Outcome) >= 0) {
         // Charged, the bucket holds less than a denial remembered for it said.
         this.denies.forget(key);
       } else if (k > 1) {
@@ -580,14 +652,15 @@ class RedisBucketStore implements RedisStore {
         flag += 8;
         if (steady && cacheDenials) {
           const limit = (batch.limits[i] as readonly Limit[])[0] as Limit;
-          const cost = batch.costs[i] as number;
+          const cost = costAt(batch.costs[i] as number | readonly number[], 0);
           const wait = msUntilAvailable(outcome, limit, cost);
           // Client clock: exact in that clock. Redis clock: the script ran after `sentAt` and before `receivedAt`,
           // so `sentAt + wait` is never later than the exact instant, and units counted from `receivedAt` never more.
           // At most DENY_HORIZON_MS, so that a reset by another process (which this one cannot see) reaches it then.
           const horizon = wait < DENY_HORIZON_MS ? wait : DENY_HORIZON_MS;
-          if (now !== undefined) this.denies.remember(key, limit, cost, -1 - outcome, now, now + horizon);
-          else this.denies.remember(key, limit, cost, -1 - outcome, receivedAt, sentAt + horizon);
+          const held = unitsAfter(outcome);
+          if (now !== undefined) this.denies.remember(key, limit, cost, held, now, now + horizon);
+          else this.denies.remember(key, limit, cost, held, receivedAt, sentAt + horizon);
         }
       }
       (batch.receivers[i] as Receiver).resolve(outcomes);
@@ -806,6 +879,33 @@ function hasRepeats(keys: readonly string[]): boolean {
     seen.add(key);
   }
   return false;
+}
+
+/** The outcome of each limit of a reserve whose lease id is held already: 2^53, which no outcome is. */
+const DUPLICATE_LEASE = 2 ** 53;
+
+/** How many numbers the consume script answers call `i` of a batch with: one per limit, one for a settle or extend. */
+function answerCount(batch: CallBatch, i: number): number {
+  const op = batch.ops[i] as Op;
+  return op === Op.settle || op === Op.extend ? 1 : (batch.limits[i] as readonly Limit[]).length;
+}
+
+/** The bytes call `i` of a batch takes packed (see packCall). */
+function packedCallSize(batch: CallBatch, i: number): number {
+  const op = batch.ops[i] as Op;
+  const limits = batch.limits[i] as readonly Limit[];
+  if (op === Op.consume) return packedSize(limits);
+  return packedSize(limits, batch.leaseIds[i], op === Op.settle ? undefined : batch.leaseMs[i]);
+}
+
+/** Packs call `i` of a batch at `offset`; returns the offset after it. */
+function packBatchCall(buffer: Buffer, offset: number, batch: CallBatch, i: number): number {
+  const op = batch.ops[i] as Op;
+  const limits = batch.limits[i] as readonly Limit[];
+  const cost = batch.costs[i] as number | readonly number[];
+  if (op === Op.consume) return packCall(buffer, offset, limits, cost);
+  const ms = op === Op.settle ? undefined : batch.leaseMs[i];
+  return packCall(buffer, offset, limits, cost, op, batch.leaseIds[i], ms);
 }
 
 /** Whether two calls name the same limits, in order: a batch whose calls all do sends them once. */

@@ -34,26 +34,50 @@ export const MAX_UPDATED_AT: number = 2 ** 48 - 1;
  */
 export const MAX_KEPT_ENTRIES = 16;
 
-/**
- * One entry: a limit's name, two numbers and a shape in decimal, one space apart:
- * `<name> <units> <updatedAt> <capacity>/<unitsPerMs>/<unitsPerToken>`. Leading zeros are read as the number they pad,
- * as the script reads them. Number() is exact below 2^53 and gives at least 2^53 above, past every range.
- */
-const ENTRY = /^([^ ]+) (\d+) (\d+) (\d+)\/(\d+)\/(\d+)$/;
-/** What the scripts parse as an entry before checking it: a name of anything but spaces, a shape of anything but commas. */
-const PARSED = /^[^ ]+ \d+ \d+ [^,]+$/;
+/** A lease the value holds: its id, when it expires, and what it holds per limit name. */
+export interface StoredLease {
+  id: string;
+  /** Epoch ms on the store's clock at which it expires, keeping its charge. */
+  expiresAt: number;
+  /** Per limit name: the tokens it set aside in that bucket, or the slots it holds of that concurrency limit. */
+  holds: Record<string, number>;
+}
 
 /**
- * Decodes an endpoint's value (a string, or the bytes `getBuffer` returns): its buckets in the order they are held.
- * Returns undefined for a value the scripts read as no bucket at all: anything but entries joined by `, `. An entry
- * whose shape is not three numbers or whose numbers lie outside the bounds core puts on a limit (capacity ×
- * unitsPerToken ≤ 2^52, unitsPerToken ≤ MAX_INTERVAL_MS, each at least 1, units at most a full bucket, updatedAt at
- * most MAX_UPDATED_AT) is left out, as is a second entry of one name: the scripts read the first entry of a name, and
- * a missing or unreadable one as a full bucket. (The scripts check an entry's shape only when its text differs from
- * the request's, whose bounds core checked: the same entries pass.)
+ * One entry: a limit's name, two numbers and a shape in decimal, one space apart:
+ * `<name> <units> <updatedAt> <capacity>/<unitsPerMs>/<unitsPerToken>`; units are negative in debt. Leading zeros are
+ * read as the number they pad, as the script reads them. Number() is exact below 2^53 and gives at least 2^53 above,
+ * past every range.
  */
-export function decodeEndpointValue(value: string | Uint8Array): StoredBucket[] | undefined {
-  const text = typeof value === 'string' ? value : Buffer.from(value).toString('latin1');
+const ENTRY = /^([^ ]+) (-?\d+) (\d+) (\d+)\/(\d+)\/(\d+)$/;
+/** What the scripts parse as an entry before checking it: a name of anything but spaces, a shape of anything but commas. */
+const PARSED = /^[^ ]+ -?\d+ \d+ [^,]+$/;
+/** A held lease: `@<id> <expiresAt> <name>=<amount>[ <name>=<amount> ...]`. */
+const LEASE = /^@([^ ,]+) (\d+)((?: [^ =,]+=\d+)+)$/;
+
+/**
+ * The buckets and held leases of a value, or undefined for a value the scripts read as holding nothing. The leases
+ * follow the buckets, from the first `@` on (no name or number holds one), joined by `, ` as the buckets are.
+ */
+function decode(value: string | Uint8Array): { buckets: StoredBucket[]; leases: StoredLease[] } | undefined {
+  let text = typeof value === 'string' ? value : Buffer.from(value).toString('latin1');
+  const leases: StoredLease[] = [];
+  const cut = text.indexOf('@');
+  if (cut !== -1) {
+    if (cut > 0 && text.slice(cut - 2, cut) !== ', ') return undefined;
+    for (const entry of text.slice(cut).split(', ')) {
+      const fields = LEASE.exec(entry);
+      if (fields === null || Number(fields[2]) > MAX_UPDATED_AT) return undefined;
+      const holds: Record<string, number> = {};
+      for (const hold of (fields[3] as string).slice(1).split(' ')) {
+        const [name, amount] = hold.split('=') as [string, string];
+        holds[name] = Number(amount);
+      }
+      leases.push({ id: fields[1] as string, expiresAt: Number(fields[2]), holds });
+    }
+    if (cut === 0) return { buckets: [], leases };
+    text = text.slice(0, cut - 2);
+  }
   const buckets: StoredBucket[] = [];
   const seen = new Set<string>();
   for (const entry of text.split(', ')) {
@@ -71,17 +95,42 @@ export function decodeEndpointValue(value: string | Uint8Array): StoredBucket[] 
       unitsPerMs: Number(fields[5]),
       unitsPerToken: Number(fields[6]),
     };
+    const full = bucket.capacity * bucket.unitsPerToken;
     if (
       bucket.capacity >= 1 &&
       bucket.unitsPerToken >= 1 &&
       bucket.unitsPerToken <= MAX_INTERVAL_MS &&
       bucket.unitsPerMs >= 1 &&
-      bucket.capacity * bucket.unitsPerToken <= MAX_BUCKET_UNITS &&
-      bucket.units <= bucket.capacity * bucket.unitsPerToken &&
+      full <= MAX_BUCKET_UNITS &&
+      bucket.units <= full &&
+      bucket.units >= -full &&
       bucket.updatedAt <= MAX_UPDATED_AT
     ) {
       buckets.push(bucket);
     }
   }
-  return buckets;
+  return { buckets, leases };
+}
+
+/**
+ * Decodes an endpoint's value (a string, or the bytes `getBuffer` returns): its buckets in the order they are held.
+ * Returns undefined for a value the scripts read as no bucket at all: anything but entries joined by `, ` (then held
+ * leases, see decodeEndpointLeases). An entry whose shape is not three numbers or whose numbers lie outside the bounds
+ * core puts on a limit (capacity × unitsPerToken ≤ 2^52, unitsPerToken ≤ MAX_INTERVAL_MS, each at least 1, units
+ * between minus and plus a full bucket, updatedAt at most MAX_UPDATED_AT) is left out, as is a second entry of one
+ * name: the scripts read the first entry of a name, and a missing or unreadable one as a full bucket. (The scripts
+ * check an entry's shape only when its text differs from the request's, whose bounds core checked: the same entries
+ * pass.) A bucket's units are Q of docs/stores.md, "Leases": what it holds for a decision is Q less the tokens × U
+ * that held leases set aside on it.
+ */
+export function decodeEndpointValue(value: string | Uint8Array): StoredBucket[] | undefined {
+  return decode(value)?.buckets;
+}
+
+/**
+ * The leases an endpoint's value holds, in the order held (expired ones included until a call next reads the key and
+ * charges them); undefined for a value the scripts read as holding nothing.
+ */
+export function decodeEndpointLeases(value: string | Uint8Array): StoredLease[] | undefined {
+  return decode(value)?.leases;
 }

@@ -14,7 +14,7 @@ import {
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decodeEndpointValue, endpointKey, MAX_KEPT_ENTRIES, redisStore } from '../src/index.js';
+import { decodeEndpointLeases, decodeEndpointValue, endpointKey, MAX_KEPT_ENTRIES, redisStore } from '../src/index.js';
 import { consumeRpm, minute, peekRpm, rpmValue, U } from './support/limits.js';
 import { connectStandalone, REDIS_URL, uniqueOrg } from './support/redis.js';
 
@@ -44,7 +44,11 @@ const FOREIGN: readonly (readonly [string, string | Buffer])[] = [
   ['a space in the shape', '1m 54000 1700000000000 10/1/ 6000'],
   ['a space in the name', '1 m 54000 1700000000000 10/1/6000'],
   ['a sign', '1m +54000 1700000000000 10/1/6000'],
-  ['a negative number', '1m -1 1700000000000 10/1/6000'],
+  ['a debt past minus a full bucket', '1m -60001 1700000000000 10/1/6000'],
+  ['a negative updatedAt', '1m 54000 -1 10/1/6000'],
+  ['a lease that holds nothing', '1m 54000 1700000000000 10/1/6000, @a 1700000001000'],
+  ['a lease not after the buckets', '@a 1700000001000 1m=1, 1m 54000 1700000000000 10/1/6000'],
+  ['a lease amount with a sign', '1m 54000 1700000000000 10/1/6000, @a 1700000001000 1m=-1'],
   ['a fraction', '1m 54000.5 1700000000000 10/1/6000'],
   ['an exponent', '1m 5.4e4 1700000000000 10/1/6000'],
   ['hexadecimal', '1m 0x10 1700000000000 10/1/6000'],
@@ -127,6 +131,17 @@ describe('decodeEndpointValue', () => {
     );
     // A day's worth of units per token, and as many tokens as 2^52 units hold.
     expect(decodeEndpointValue('1d 4503599568000000 0 52124995/1/86400000')?.[0]?.capacity).toBe(52_124_995);
+  });
+
+  it('reads a bucket in debt, down to minus a full bucket, and the leases after the buckets', () => {
+    const value = `1m -60000 ${T0} 10/1/6000, @a ${T0 + 1_000} 1m=2 c=1, @b-2 ${T0 + 5} c=1`;
+    expect(decodeEndpointValue(value)).toEqual([{ ...NINE_DECODED, units: -60_000 }]);
+    expect(decodeEndpointLeases(value)).toEqual([
+      { id: 'a', expiresAt: T0 + 1_000, holds: { '1m': 2, c: 1 } },
+      { id: 'b-2', expiresAt: T0 + 5, holds: { c: 1 } },
+    ]);
+    expect(decodeEndpointValue(`@a ${T0} c=1`)).toEqual([]);
+    expect(decodeEndpointLeases(NINE)).toEqual([]);
   });
 
   it.each(FOREIGN)('holds no 1m bucket in %s', (_label, value) => {

@@ -6,7 +6,8 @@ import { prepareWorker, startWorkerd, type Workerd, type WranglerConfig } from '
 // The README's Worker under a burst: its code block as written (durableObjectStore, fallback: memoryStore(), the
 // default storeTimeoutMs, Hono's middleware) with the free plan swapped for the plan measured, and, for counting
 // only, an onDecision hook that tallies each organization's decisions by source, read at GET /counts. Used by
-// bench/burst.ts (`pnpm --filter @ratecard/cloudflare burst`) and test/readme-burst.test.ts.
+// bench/burst.ts (`pnpm --filter @ratecard/cloudflare burst`) and test/readme-burst.test.ts. The same Worker with
+// routes that reserve a slot of a concurrency limit serves test/leases-burst.test.ts.
 
 const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
 
@@ -56,14 +57,66 @@ export default app;`,
   );
 }
 
+/**
+ * The README's Worker with three routes for leases, beside its own: POST /sessions reserves a slot of the
+ * organization's `concurrency(n)` through the README's limiter and keeps the Reservation in this isolate under a handle
+ * (the answer says whether it was admitted, by which source, and the handle); POST /sessions/end settles the one under
+ * a handle; GET /sessions peeks, answering the concurrency limit's outcome. The storeTimeoutMs of worker.mjs, so that
+ * a burst queued at one object is all decided by it (a fallback's memory store holds slots of its own).
+ */
+export function readmeLeaseWorker(): string {
+  let code = block('js');
+  code = swap(
+    code,
+    "import { createLimiter, perHour } from '@ratecard/core';",
+    "import { concurrency, createLimiter, perHour } from '@ratecard/core';",
+  );
+  code = swap(code, '  fallback: memoryStore(),\n', '  fallback: memoryStore(),\n  storeTimeoutMs: 5_000,\n');
+  return swap(
+    code,
+    'export default app;',
+    `// Added for the lease burst: an organization's sessions, at most n at once, held in this isolate until ended.
+const sessions = (c) => ({
+  organization: c.req.query('organization'),
+  endpoint: 'POST /sessions',
+  limits: [concurrency(Number(c.req.query('n')), { name: 'sessions' })],
+});
+const reservations = new Map();
+let handles = 0;
+app.post('/sessions', async (c) => {
+  const reservation = await limiter.reserve({ ...sessions(c), leaseMs: 600_000 });
+  const handle = reservation.held ? String(handles++) : null;
+  if (handle !== null) reservations.set(handle, reservation);
+  return c.json({ allowed: reservation.allowed, source: reservation.source, handle });
+});
+app.post('/sessions/end', async (c) => {
+  const reservation = reservations.get(c.req.query('handle'));
+  reservations.delete(c.req.query('handle'));
+  return c.json({ ended: reservation === undefined ? false : await reservation.settle() });
+});
+app.get('/sessions', async (c) => {
+  const decision = await limiter.peek(sessions(c));
+  return c.json({ outcome: decision.outcomes[0], source: decision.source });
+});
+
+export default app;`,
+  );
+}
+
 /** workerd serving the README's Worker with `plan`, in `isolates` isolates (Worker services) sharing its objects. */
-export async function startReadmeWorker(
-  plan: Plan,
-  isolates: number,
-): Promise<{ workerd: Workerd; stop(): Promise<void> }> {
+export function startReadmeWorker(plan: Plan, isolates: number): Promise<{ workerd: Workerd; stop(): Promise<void> }> {
+  return startWorker(readmeWorker(plan), isolates);
+}
+
+/** workerd serving `readmeLeaseWorker()` in `isolates` isolates sharing its objects. */
+export function startLeaseWorker(isolates: number): Promise<{ workerd: Workerd; stop(): Promise<void> }> {
+  return startWorker(readmeLeaseWorker(), isolates);
+}
+
+async function startWorker(code: string, isolates: number): Promise<{ workerd: Workerd; stop(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), 'ratecard-cloudflare-burst-'));
   const wrangler = JSON.parse(block('jsonc')) as WranglerConfig;
-  await prepareWorker({ contents: readmeWorker(plan) }, wrangler, dir, join(dir, 'storage'), isolates);
+  await prepareWorker({ contents: code }, wrangler, dir, join(dir, 'storage'), isolates);
   const workerd = await startWorkerd(dir);
   return {
     workerd,

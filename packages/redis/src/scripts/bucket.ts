@@ -1,4 +1,4 @@
-import { MAX_BUCKET_UNITS, MAX_INTERVAL_MS } from '@ratecard/core';
+import { DEBT_OFFSET, MAX_BUCKET_UNITS, MAX_INTERVAL_MS } from '@ratecard/core';
 import { MAX_UPDATED_AT } from '../value.js';
 
 /**
@@ -20,9 +20,10 @@ import { MAX_UPDATED_AT } from '../value.js';
  */
 export const BUCKET_LUA: string = `
 local floor, ceil = math.floor, math.ceil
-local sformat, smatch, ssub = string.format, string.match, string.sub
+local sformat, smatch, ssub, sfind = string.format, string.match, string.sub, string.find
 local spack, sunpack = struct.pack, struct.unpack  -- not 'unpack': that name is Lua's own
 local MAX_UPDATED_AT = ${MAX_UPDATED_AT}
+local DEBT_OFFSET = ${DEBT_OFFSET}
 
 -- The entries of the value read last, one array per field (name, units text, updatedAt text, shape text), each made
 -- with room for one entry, the usual count. READ_ENTRIES fills them.
@@ -31,7 +32,8 @@ local en, eu, et, es = {false}, {false}, {false}, {false}
 -- The functions of the rare paths, over the entry arrays. They capture nothing of the script (constants written in,
 -- arrays passed in), so making them costs a run nothing until it needs them.
 local function rarePaths(en, eu, et, es)
-  local floor, ceil, smatch = math.floor, math.ceil, string.match
+  local floor, ceil, smatch, ssub, sformat = math.floor, math.ceil, string.match, string.sub, string.format
+  local sgsub, sgmatch = string.gsub, string.gmatch
 
   -- refilled: what a bucket that held units at updatedAt holds at now under its own shape (R units per ms, full when it
   -- holds full units): the first half of core's unitsAt, all of it when the shape has not changed.
@@ -67,15 +69,15 @@ local function rarePaths(en, eu, et, es)
     -- Arithmetic converts a string once; Lua 5.1's tonumber converts it twice (lua_isnumber, then lua_tonumber).
     local capacity, r, u = a + 0, b + 0, c + 0
     if capacity < 1 or u < 1 or u > ${MAX_INTERVAL_MS} or r < 1 or capacity * u > ${MAX_BUCKET_UNITS}
-      or units > capacity * u then return nil end
+      or units > capacity * u or units < -capacity * u then return nil end
     return capacity, u, r
   end
 
   local rare = {}
 
-  -- Entry x as the value held it.
+  -- Entry x as the value holds it (its numbers may be numbers since an expired lease charged it: '%d' prints both).
   function rare.entryText(x)
-    return en[x] .. ' ' .. eu[x] .. ' ' .. et[x] .. ' ' .. es[x]
+    return sformat('%s %d %d %s', en[x], eu[x], et[x], es[x])
   end
 
   -- What entry x holds at now for a limit of capacity c, R r, U u, whose full bucket is full units and whose shape's
@@ -85,7 +87,7 @@ local function rarePaths(en, eu, et, es)
     local su, st = eu[x] + 0, et[x] + 0
     if st > ${MAX_UPDATED_AT} then return full, now, false end
     if es[x] == shape then                        -- the request's shape, one pointer compared (Lua interns strings)
-      if su > full then return full, now, false end
+      if su > full or su < -full then return full, now, false end
       if st > now then return su, st, false end   -- a clock gone backwards refills nothing
       return refilled(su, st, now, r, full), now, false
     end
@@ -97,13 +99,133 @@ local function rarePaths(en, eu, et, es)
   end
 
   -- When entry x, which no limit of the call names, is full again by its own shape (nil for one ratecard would not
-  -- write): an entry is kept in the value until then, so that a limit a later call names again finds its bucket.
-  function rare.otherFullAt(x)
+  -- write): an entry is kept in the value until then, so that a limit a later call names again finds its bucket. With
+  -- leases held (aside: tokens they set aside per name; lastExp: the latest expiry), not before the last expires, and
+  -- counting what they set aside as taken (docs/stores.md: max(expiresAt) + msUntilFull(Q - P) is a safe bound).
+  function rare.otherFullAt(x, aside, lastExp)
     local su, st = eu[x] + 0, et[x] + 0
     if st > ${MAX_UPDATED_AT} then return nil end
     local sc, sU, sR = storedShape(es[x], su)
     if not sc then return nil end
-    return st + ceil((sc * sU - su) / sR)
+    if not aside then return st + ceil((sc * sU - su) / sR) end
+    if lastExp > st then st = lastExp end
+    return st + ceil((sc * sU - su + (aside[en[x]] or 0) * sU) / sR)
+  end
+
+  -- Charges entry 'name' (the first of that name; none, or one ratecard would not write, is a full bucket and stays
+  -- one) 'tokens' at the instant e, under its own shape: refilled to e (core's unitsAt), then less tokens x U. Entries
+  -- 1..m are the value's; their numbers become numbers here.
+  local function charge(name, tokens, e, m)
+    for x = 1, m do
+      if en[x] == name then
+        local su, st = eu[x] + 0, et[x] + 0
+        if st > ${MAX_UPDATED_AT} then return end
+        local sc, sU, sR = storedShape(es[x], su)
+        if not sc then return end
+        eu[x] = refilled(su, st, e, sR, sc * sU) - tokens * sU
+        if e > st then et[x] = e end
+        return
+      end
+    end
+  end
+
+  local function byExpiry(a, b) return a.exp < b.exp end
+
+  -- The leases of the value's lease section (text: '@<id> <expiresAt> <name>=<amount>[ ...]' joined by ', ', or nil
+  -- for none), with those whose instant has come (expiresAt <= now) expired in order of it, each charging the buckets
+  -- it names what it set aside (entries 1..m). Returns the leases still held (a table per lease: id, exp, names,
+  -- amounts), the amount they hold per limit name (tokens of a bucket, slots of a concurrency limit) and the latest
+  -- expiry (0 for none); nil for a section ratecard would not write, which makes the whole value read as nothing.
+  function rare.leasesAt(text, m, now)
+    local leases, aside, lastExp = {}, {}, 0
+    if not text then return leases, aside, lastExp end
+    local at, len, due = 1, #text, nil
+    while true do
+      local id, e, holds, stop = smatch(text, '^@([^ ,]+) (%d+)( [^,]+)()', at)
+      if not id or sgsub(holds, ' [^ =]+=%d+', '') ~= '' then return nil end
+      e = e + 0
+      if e > ${MAX_UPDATED_AT} then return nil end
+      local lease = {id = id, exp = e, names = {}, amounts = {}}
+      for name, amount in sgmatch(holds, ' ([^ =]+)=(%d+)') do
+        lease.names[#lease.names + 1] = name
+        lease.amounts[#lease.amounts + 1] = amount + 0
+      end
+      if e <= now then
+        due = due or {}
+        due[#due + 1] = lease
+      else
+        leases[#leases + 1] = lease
+        for h = 1, #lease.names do aside[lease.names[h]] = (aside[lease.names[h]] or 0) + lease.amounts[h] end
+        if e > lastExp then lastExp = e end
+      end
+      if stop > len then break end
+      if ssub(text, stop, stop + 1) ~= ', ' then return nil end
+      at = stop + 2
+    end
+    if due then
+      -- Two leases of one instant charge the same refilled bucket: their order does not matter.
+      table.sort(due, byExpiry)
+      for d = 1, #due do
+        local lease = due[d]
+        for h = 1, #lease.names do charge(lease.names[h], lease.amounts[h], lease.exp, m) end
+      end
+    end
+    return leases, aside, lastExp
+  end
+
+  -- The lease section of the value, or nil when no lease is held.
+  function rare.leaseText(leases)
+    local parts = {}
+    for l = 1, #leases do
+      local lease, holds = leases[l], ''
+      for h = 1, #lease.names do holds = holds .. sformat(' %s=%d', lease.names[h], lease.amounts[h]) end
+      parts[l] = sformat('@%s %d', lease.id, lease.exp) .. holds
+    end
+    if #parts == 0 then return nil end
+    return table.concat(parts, ', ')
+  end
+
+  -- The index of the held lease 'id', or nil.
+  function rare.find(leases, id)
+    for l = 1, #leases do if leases[l].id == id then return l end end
+    return nil
+  end
+
+  -- Settles lease l at now (docs/stores.md, "Leases"): each bucket it names that the call names too (limits 1..k, each
+  -- with the actual tokens in its cost) is charged the actual, no deeper than its debt floor below what the other
+  -- leases set aside; one the call does not name is charged what the lease set aside; slots are freed. The lease
+  -- leaves the list and aside. Returns the new entry count (a bucket missing until now gets an entry).
+  function rare.settle(leases, l, aside, limits, k, now, m)
+    local lease = leases[l]
+    for h = 1, #lease.names do
+      local name, amount = lease.names[h], lease.amounts[h]
+      aside[name] = aside[name] - amount
+      local limit
+      for j = 1, k do if limits[j].name == name then limit = limits[j] break end end
+      if not limit then
+        charge(name, amount, now, m)
+      elseif limit.r > 0 then                      -- a concurrency limit's slot is freed by the lease leaving
+        local x = 0
+        for y = 1, m do if en[y] == name then x = y break end end
+        local full, u = limit.full, limit.u
+        local q, at = full, now
+        if x > 0 then q, at = rare.heldAt(x, now, limit.c, limit.r, u, full, limit.shape) end
+        q = q - limit.cost * u
+        -- core's debtFloor: minus the capacity, and above -2^52.
+        local floorUnits = -full
+        if full >= DEBT_OFFSET then floorUnits = 1 - DEBT_OFFSET end
+        local rest = aside[name] * u
+        if q - rest < floorUnits then q = floorUnits + rest end
+        if x == 0 then
+          m = m + 1
+          x = m
+          en[x] = name
+        end
+        eu[x], et[x], es[x] = q, at, limit.shape
+      end
+    end
+    table.remove(leases, l)
+    return m
   end
 
   return rare
@@ -124,7 +246,7 @@ local m = 0
 if raw then
   local at, len = 1, #raw
   while true do
-    local name, a, b, s, e = smatch(raw, '^([^ ]+) (%d+) (%d+) ([^,]+)()', at)
+    local name, a, b, s, e = smatch(raw, '^([^ ]+) (%-?%d+) (%d+) ([^,]+)()', at)
     if not name then m = 0 break end
     m = m + 1
     en[m], eu[m], et[m], es[m] = name, a, b, s

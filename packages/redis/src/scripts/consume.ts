@@ -1,25 +1,33 @@
-import type { Limit } from '@ratecard/core';
+import { costAt, type Limit } from '@ratecard/core';
 import { MAX_KEPT_ENTRIES } from '../value.js';
 import { BUCKET_LUA, READ_ENTRIES_LUA, REDIS_NOW_LUA } from './bucket.js';
 import { type LuaScript, luaScript } from './lua-script.js';
 
 /**
  * Charges a batch of calls in order, each all or nothing, in one atomic run: a call names one key (its organization's
- * and endpoint's, holding the buckets of every limit named there), k limits and a cost, and is admitted only if each
- * of its limits' buckets holds cost tokens, then charged on every one; if any refuses, none is charged (a bucket last
- * written under another shape than the call's is written converted to it, as core's stores do, charged nothing). A key
- * that appears in several calls of the batch is charged in turn, each call seeing the one before.
+ * and endpoint's, holding the buckets of every limit named there and the leases held on them), k limits and a cost
+ * per limit, and is admitted only if each of its limits' buckets holds its cost in tokens beside what held leases set
+ * aside (a concurrency limit: that many slots free), then charged on every one; if any refuses, none is charged (a
+ * bucket last written under another shape than the call's is written converted to it, as core's stores do, charged
+ * nothing). A key that appears in several calls of the batch is charged in turn, each call seeing the one before.
  *
- * KEYS: one per call. ARGV[1]: now in ms, or '' for Redis TIME. ARGV[2]: the limits and costs: per call k and cost
- * (little-endian doubles), then for each of its k limits its name (zero-terminated) and capacity, unitsPerMs,
- * unitsPerToken (doubles); when every call of the batch has the same limits and cost, that list once for all. ARGV[3]:
- * '1' when a key may appear more than once in the batch, else ''. ARGV[4]: the last ms by Redis TIME at which anyone
- * still waits for the batch, or '' when the store cannot tell yet: a run that starts later (the batch waited in a
- * paused or hung server, or a client sent it again after reconnecting) charges nothing.
- * Reply: one string of little-endian doubles: Redis TIME in ms, then the Outcome of each limit of each call, then one
- * flag per limited outcome, in the same order: 1 when the bucket refills at the request's own shape since now or
- * before (so a deny cache may extrapolate it exactly), else 0. A run too late for its batch replies with the time
- * alone.
+ * A call may instead reserve (take a lease: admitted, its costs are set aside under the lease's id until it expires),
+ * settle or extend a lease, or peek (the outcomes, nothing written): docs/stores.md, "Leases". Every call first
+ * expires the key's leases whose instant has come, in order of it; a key that holds none costs one search for '@'.
+ *
+ * KEYS: one per call. ARGV[1]: now in ms, or '' for Redis TIME. ARGV[2]: the calls, packed: per call k and op
+ * (little-endian doubles; op 0 consume, 1 reserve, 2 settle, 3 extend, 4 peek), then for each of its k limits its
+ * name (zero-terminated) and capacity, unitsPerMs, unitsPerToken and cost (doubles; for a settle, the actual tokens),
+ * then for ops 1 to 3 the lease id (zero-terminated) and for ops 1 and 3 its ms (double); when every call of the batch
+ * is the same, that list once for all. ARGV[3]: '1' when a key may appear more than once in the batch, else ''.
+ * ARGV[4]: the last ms by Redis TIME at which anyone still waits for the batch, or '' when the store cannot tell yet:
+ * a run that starts later (the batch waited in a paused or hung server, or a client sent it again after reconnecting)
+ * charges nothing.
+ * Reply: one string of little-endian doubles: Redis TIME in ms, then the Outcome of each limit of each call (one
+ * number for a settle or extend: 1 when the lease was held, else 0; 2^53 for each limit of a reserve whose id is held
+ * already), then one flag per limited outcome, in the same order: 1 when the bucket refills at the request's own shape
+ * since now or before with nothing set aside (so a deny cache may extrapolate it exactly), else 0. A run too late for
+ * its batch replies with the time alone.
  *
  * Cost per call: one MGET read for the whole batch, and, when charged, one SET ... PXAT (PX on the caller's clock)
  * that writes the value and its expiry together, however many limits the call names. Inside a script every
@@ -28,8 +36,9 @@ import { type LuaScript, luaScript } from './lua-script.js';
  * intern, and text numbers a strtod or printf each.
  *
  * The value written is the call's entries in its limits' order, then the entries of limits it does not name (another
- * call's on the same endpoint, or a limit since renamed) that are not full again yet, at most MAX_KEPT_ENTRIES of them; the
- * key expires when the last of them is full again.
+ * call's on the same endpoint, or a limit since renamed) that are not full again yet, at most MAX_KEPT_ENTRIES of them
+ * besides those a held lease names, then the held leases; the key expires when the last of its buckets is full again,
+ * and with leases held no sooner than the last expires (docs/redis.md, "The value, and TTLs").
  */
 function consumeScript(name: string, header: string, keys: string, read: string): LuaScript {
   return luaScript(
@@ -39,6 +48,9 @@ local lastWaited = tonumber(ARGV[4])
 if lastWaited and redisNow > lastWaited then return spack('<d', redisNow) end
 local now = tonumber(ARGV[1]) or redisNow
 local redisClock = ARGV[1] == ''
+-- What a call does, its op: CONSUME and PEEK carry no lease; RESERVE a lease id and its ms; SETTLE a lease id, the
+-- actual tokens in each limit's cost; EXTEND a lease id and how long from now it is held.
+local CONSUME, RESERVE, SETTLE, EXTEND, PEEK = 0, 1, 2, 3, 4
 ${keys}
 local n = #keys
 local packed = ARGV[2]
@@ -48,20 +60,21 @@ ${read}                                            -- every key read before any 
 local reply = {redisNow}
 local o = 1                                       -- outcomes in reply so far, after the time
 local flags                                       -- made at the first refusal
--- The call's limits, in order: a table per limit with its numbers, its shape's text, the start ('<name> ') and end
--- (' <now> <shape>') of an entry written at now under it, and what the call read of its bucket.
+-- The call's limits, in order: a table per limit with its numbers, its cost in units, its shape's text, the start
+-- ('<name> ') and end (' <now> <shape>') of an entry written at now under it, and what the call read of its bucket.
 local limits = {}
 local byBytes                                     -- calls after the first: each limit made once, by its packed bytes
-local shared = false                              -- every call has the limits and cost of the first, read once
-local pos, k, cost = 1, 0, 0
+local shared = false                              -- every call has the limits and costs of the first, read once
+local pos, k, op, id, ms = 1, 0, 0, nil, nil
 for i = 1, n do
   if not shared then
-    k, cost, pos = sunpack('<dd', packed, pos)
+    k, op, pos = sunpack('<dd', packed, pos)
+    id, ms = nil, nil
     if k < 1 then return redis.error_reply('ratecard: a call without buckets') end
     for j = 1, k do
       local start = pos
-      local nm, c, r, u, limit, bytes
-      nm, c, r, u, pos = sunpack('<sddd', packed, pos)
+      local nm, c, r, u, cost, limit, bytes
+      nm, c, r, u, cost, pos = sunpack('<sdddd', packed, pos)
       if i > 1 then
         bytes = ssub(packed, start, pos - 1)
         byBytes = byBytes or {}
@@ -70,119 +83,212 @@ for i = 1, n do
       if not limit then
         -- '%d' prints the shape's numbers exactly (each is below 2^53; tostring would print a double past 1e14 in
         -- exponent form). Lua interns strings, so two equal shape texts are one string: comparing them compares two
-        -- pointers.
+        -- pointers. A concurrency limit has R 0 (it never refills) and no entry.
         local shape = sformat('%d/%d/%d', c, r, u)
-        limit = {name = nm, c = c, r = r, u = u, full = c * u, shape = shape, head = nm .. ' ',
-          tail = sformat(' %d %s', now, shape), held = 0, at = 0, moved = false, found = 0}
+        limit = {name = nm, c = c, r = r, u = u, cost = cost, need = cost * u, full = c * u, shape = shape,
+          head = nm .. ' ', tail = sformat(' %d %s', now, shape), held = 0, free = 0, at = 0, moved = false, found = 0}
         if bytes then byBytes[bytes] = limit end
       end
       limits[j] = limit
     end
+    if op ~= CONSUME and op ~= PEEK then id, pos = sunpack('<s', packed, pos) end
+    if op == RESERVE or op == EXTEND then ms, pos = sunpack('<d', packed, pos) end
     shared = i == 1 and pos > #packed
   end
   local key = keys[i]
   local raw = values[i]                           -- false (RESP2) or nil (RESP3) for a missing key
   if written then raw = written[key] or raw end
+  -- Held leases follow the buckets, each entry starting with '@', which no name or number holds: a value without
+  -- leases costs one search for it.
+  local leaseText
+  if raw then
+    local cut = sfind(raw, '@', 1, true)
+    if cut then
+      leaseText = ssub(raw, cut)
+      if cut == 1 then raw = false
+      elseif ssub(raw, cut - 2, cut - 1) == ', ' then raw = ssub(raw, 1, cut - 3)
+      else raw, leaseText = '', nil end           -- a value ratecard would not write: no bucket, no lease
+    end
+  end
 ${READ_ENTRIES_LUA}
-  local admit, rewrite, seen = true, false, 0
-  for j = 1, k do
-    local limit = limits[j]
-    -- The first entry of the limit's name; none is a full bucket.
-    local nm, x = limit.name, 0
-    for y = 1, m do if en[y] == nm then x = y break end end
-    local full = limit.full
-    local h, at, moved = full, now, false
-    if x > 0 then
-      seen = seen + 1
-      if es[x] == limit.shape then                -- the request's shape, one pointer compared
-        -- rare.heldAt's first branch, inline: the path of nearly every call.
-        local su, st = eu[x] + 0, et[x] + 0
-        if st <= MAX_UPDATED_AT and su <= full then
-          if st > now then                        -- a clock gone backwards refills nothing
-            h, at = su, st
-          else
-            local refill = (now - st) * limit.r   -- past 2^53 it rounds to at least 2^53: still above what is missing
-            if refill >= full - su then h = full else h = su + refill end
-          end
-        end
-      else
-        rare = rare or rarePaths(en, eu, et, es)
-        h, at, moved = rare.heldAt(x, now, limit.c, limit.r, limit.u, full, limit.shape)
-        if moved then rewrite = true end
-      end
+  if m == 0 and raw then leaseText = nil end      -- buckets unreadable: the value holds nothing, leases neither
+  -- The leases still held, what they set aside per limit name, and the latest expiry; nil while the key holds none
+  -- and the call takes none (nearly every call).
+  local leases, aside, lastExp
+  if leaseText or op ~= CONSUME then
+    rare = rare or rarePaths(en, eu, et, es)
+    leases, aside, lastExp = rare.leasesAt(leaseText, m, now)
+    if not leases then
+      m = 0
+      leases, aside, lastExp = rare.leasesAt(nil, 0, now)
     end
-    limit.held, limit.at, limit.moved, limit.found = h, at, moved, x
-    if h < cost * limit.u then admit = false end  -- take(held, cost) refuses
   end
-  -- Each limit's outcome, and its entry when the value is written: charged, on every bucket; refused, nothing is
-  -- charged, and a bucket last written under another shape takes the request's (what it holds converted), so that it
-  -- refills at the rate its Retry-After was computed with.
-  local value, fullAt
-  for j = 1, k do
-    local limit = limits[j]
-    local units, at, entry, f = limit.held, limit.at
+  local l = id and rare.find(leases, id)
+  local value, fullAt, write                      -- what the call writes, and when the key expires
+  if op == SETTLE or op == EXTEND or (op == RESERVE and l) then
+    -- One answer: 1 when the lease was held and is changed; a reserve of an id already held gets 2^53 per limit,
+    -- which no outcome is, and changes nothing.
     o = o + 1
-    if admit then
-      units = units - cost * limit.u
-      reply[o] = units
+    if op == RESERVE then
+      for j = 1, k do reply[o + j - 1] = 2 * DEBT_OFFSET end
+      o = o + k - 1
+    elseif not l then
+      reply[o] = 0
     else
-      reply[o] = -1 - units
-      -- Steady: refilling at the request's own shape since now or before, so a deny cache may extrapolate it.
-      flags = flags or {}
-      if at == now then flags[#flags + 1] = 1 else flags[#flags + 1] = 0 end
-    end
-    if admit or limit.moved then
-      if at == now then entry = limit.head .. sformat('%d', units) .. limit.tail
-      else entry = limit.head .. sformat('%d %d ', units, at) .. limit.shape end
-      -- Full again at: core's msUntilFull, ceilDiv of two integers below 2^53, whose quotient is rounded once and
-      -- never across an integer, so its ceiling is exact.
-      f = at + ceil((limit.full - units) / limit.r)
-    elseif rewrite and limit.found > 0 then
-      -- Refused, the call's other buckets stay as they were (written refilled to now, a clock that then stepped back
-      -- would find more units than core's stores keep); one ratecard would not write goes, a full one anyway.
-      rare = rare or rarePaths(en, eu, et, es)
-      f = rare.otherFullAt(limit.found)
-      if f then entry = rare.entryText(limit.found) end
-    end
-    -- Refused, a bucket the key did not hold stays out: a missing bucket is a full one under any later shape.
-    if entry then
-      if value then
-        value = value .. ', ' .. entry
-        if f > fullAt then fullAt = f end
-      else
-        value, fullAt = entry, f
-      end
-    end
-  end
-  if admit or rewrite then
-    if seen < m then                              -- entries of limits this call does not name
-      rare = rare or rarePaths(en, eu, et, es)
-      local kept = 0
-      for y = 1, m do
-        if kept < ${MAX_KEPT_ENTRIES} then
-          -- An entry of a name the call has is its bucket, written above, or a second one, dropped.
-          local other = true
-          for j = 1, k do if en[y] == limits[j].name then other = false break end end
-          local f = other and rare.otherFullAt(y)
-          if f and f > now then
-            value = value .. ', ' .. rare.entryText(y)
-            kept = kept + 1
-            if f > fullAt then fullAt = f end
-          end
+      reply[o] = 1
+      if op == EXTEND then leases[l].exp = now + ms else m = rare.settle(leases, l, aside, limits, k, now, m) end
+      lastExp = 0
+      for x = 1, #leases do if leases[x].exp > lastExp then lastExp = leases[x].exp end end
+      -- Every bucket not full again yet, then the leases.
+      value, fullAt, write = rare.leaseText(leases), lastExp, true
+      for y = m, 1, -1 do
+        local first = true
+        for z = 1, y - 1 do if en[z] == en[y] then first = false break end end
+        local f = first and rare.otherFullAt(y, aside, lastExp)
+        if f and f > now then
+          if value then value = rare.entryText(y) .. ', ' .. value else value = rare.entryText(y) end
+          if f > fullAt then fullAt = f end
         end
       end
     end
+  else
+    local admit, rewrite, seen = true, false, 0
+    for j = 1, k do
+      local limit = limits[j]
+      local full = limit.full
+      local h, at, moved, x = full, now, false, 0
+      if limit.r ~= 0 then
+        -- The first entry of the limit's name; none is a full bucket.
+        local nm = limit.name
+        for y = 1, m do if en[y] == nm then x = y break end end
+        if x > 0 then
+          seen = seen + 1
+          if es[x] == limit.shape then              -- the request's shape, one pointer compared
+            -- rare.heldAt's first branch, inline: the path of nearly every call.
+            local su, st = eu[x] + 0, et[x] + 0
+            if st <= MAX_UPDATED_AT and su <= full and su >= -full then
+              if st > now then                      -- a clock gone backwards refills nothing
+                h, at = su, st
+              else
+                local refill = (now - st) * limit.r -- past 2^53 it rounds to at least 2^53: still above what is missing
+                if refill >= full - su then h = full else h = su + refill end
+              end
+            end
+          else
+            rare = rare or rarePaths(en, eu, et, es)
+            h, at, moved = rare.heldAt(x, now, limit.c, limit.r, limit.u, full, limit.shape)
+            if moved then rewrite = true end
+          end
+        end
+      end
+      -- What the bucket holds for a decision: Q less what held leases set aside (a concurrency limit: its free slots).
+      local free = h
+      if aside then free = h - (aside[limit.name] or 0) * limit.u end
+      limit.held, limit.free, limit.at, limit.moved, limit.found = h, free, at, moved, x
+      if free < limit.need then admit = false end   -- take(held, cost) refuses
+    end
+    if admit and op == RESERVE then
+      -- The lease, held with the call's costs: what it sets aside counts from now on.
+      local lease = {id = id, exp = now + ms, names = {}, amounts = {}}
+      for j = 1, k do
+        local limit = limits[j]
+        lease.names[j], lease.amounts[j] = limit.name, limit.cost
+        aside[limit.name] = (aside[limit.name] or 0) + limit.cost
+      end
+      leases[#leases + 1] = lease
+      if lease.exp > lastExp then lastExp = lease.exp end
+    end
+    -- With leases held, a bucket is full again no sooner than the last expires, counting what they set aside.
+    local held = leases and #leases > 0
+    -- Each limit's outcome, and its entry when the value is written: charged, on every bucket (a reserve sets its cost
+    -- aside instead); refused, nothing is charged, and a bucket last written under another shape takes the request's
+    -- (what it holds converted), so that it refills at the rate its Retry-After was computed with.
+    for j = 1, k do
+      local limit = limits[j]
+      local units, free, at, entry, f = limit.held, limit.free, limit.at
+      o = o + 1
+      if admit then
+        reply[o] = free - limit.need
+        if op == CONSUME then units = units - limit.need end
+      else
+        if free >= 0 then reply[o] = -1 - free else reply[o] = free - 1 - DEBT_OFFSET end  -- core's refusal(held)
+        -- Steady: refilling at the request's own shape since now or before, with nothing set aside that a settle
+        -- could give back, so a deny cache may extrapolate it.
+        flags = flags or {}
+        if at == now and free == units and limit.r ~= 0 then flags[#flags + 1] = 1 else flags[#flags + 1] = 0 end
+      end
+      if limit.r == 0 or op == PEEK then
+        -- A concurrency limit keeps no entry: its leases are its state. A peek writes nothing.
+      elseif admit or limit.moved then
+        if at == now then entry = limit.head .. sformat('%d', units) .. limit.tail
+        else entry = limit.head .. sformat('%d %d ', units, at) .. limit.shape end
+        -- Full again at: core's msUntilFull, ceilDiv of two integers below 2^53, whose quotient is rounded once and
+        -- never across an integer, so its ceiling is exact.
+        if held then
+          local from = at
+          if lastExp > from then from = lastExp end
+          f = from + ceil((limit.full - units + (aside[limit.name] or 0) * limit.u) / limit.r)
+        else
+          f = at + ceil((limit.full - units) / limit.r)
+        end
+      elseif rewrite and limit.found > 0 then
+        -- Refused, the call's other buckets stay as they were (written refilled to now, a clock that then stepped back
+        -- would find more units than core's stores keep); one ratecard would not write goes, a full one anyway.
+        rare = rare or rarePaths(en, eu, et, es)
+        f = rare.otherFullAt(limit.found, aside, lastExp)
+        if f then entry = rare.entryText(limit.found) end
+      end
+      -- Refused, a bucket the key did not hold stays out: a missing bucket is a full one under any later shape.
+      if entry then
+        if value then
+          value = value .. ', ' .. entry
+          if f > fullAt then fullAt = f end
+        else
+          value, fullAt = entry, f
+        end
+      end
+    end
+    if (admit or rewrite) and op ~= PEEK then
+      if seen < m then                              -- entries of limits this call does not name
+        rare = rare or rarePaths(en, eu, et, es)
+        local kept = 0
+        for y = 1, m do
+          -- Past the bound, an entry a held lease names is still kept: its lease charges it when it expires.
+          if kept < ${MAX_KEPT_ENTRIES} or (held and aside[en[y]]) then
+            -- An entry of a name the call has is its bucket, written above, or a second one, dropped.
+            local other = true
+            for j = 1, k do if en[y] == limits[j].name then other = false break end end
+            local f = other and rare.otherFullAt(y, aside, lastExp)
+            if f and f > now then
+              if value then value = value .. ', ' .. rare.entryText(y) else value = rare.entryText(y) end
+              kept = kept + 1
+              if not fullAt or f > fullAt then fullAt = f end
+            end
+          end
+        end
+      end
+      if held then
+        local text = rare.leaseText(leases)
+        if value then value = value .. ', ' .. text else value = text end
+        if not fullAt or lastExp > fullAt then fullAt = lastExp end
+      end
+      write = true
+    end
+  end
+  if write then
     -- The key expires once every bucket in it is full again (a missing key is full buckets, so nothing is lost). On
     -- Redis' clock that is an instant Redis knows: PXAT, exact however long the script has run. The caller's clock
     -- may stand apart from Redis', so then the TTL is counted from now: PX, + 1 because Redis counts it from the start
     -- of the command, which may fall in the ms before now. Formatted here as an integer, cheaper than the %.17g Redis
     -- 7.0 prints a number argument with.
-    if redisClock then
+    if not value then
+      redis.call('DEL', key)                      -- a call of concurrency limits alone, its lease gone
+    elseif redisClock then
       redis.call('SET', key, value, 'PXAT', sformat('%d', fullAt))
     else
       redis.call('SET', key, value, 'PX', sformat('%d', fullAt - now + 1))
     end
-    if written then written[key] = value end
+    if written then written[key] = value or '' end
   end
 end
 if flags then for j = 1, #flags do reply[o + j] = flags[j] end end
@@ -222,27 +328,48 @@ export const CONSUME_ON_MASTER: LuaScript = consumeScript(
   "local values = {} for i = 1, #keys do values[i] = redis.call('GET', keys[i]) end",
 );
 
-/** The bytes packCall writes for one call of these limits. */
-export function packedSize(limits: readonly Limit[]): number {
+/** What a call of the consume script does: its op (see the script). */
+export const Op = { consume: 0, reserve: 1, settle: 2, extend: 3, peek: 4 } as const;
+export type Op = (typeof Op)[keyof typeof Op];
+
+/** The bytes packCall writes for one call of these limits, with a lease id and ms as it is given them. */
+export function packedSize(limits: readonly Limit[], id?: string, ms?: number): number {
   let size = 16;
-  for (const limit of limits) size += limit.name.length + 1 + 24;
+  for (const limit of limits) size += limit.name.length + 1 + 32;
+  if (id !== undefined) size += id.length + 1;
+  if (ms !== undefined) size += 8;
   return size;
 }
 
 /**
- * Writes one call's limits and cost at `offset` as the scripts read them: k and cost, then each limit's name
- * (zero-terminated; a name is ASCII, see core's limits.ts) and capacity, unitsPerMs, unitsPerToken, the numbers
- * little-endian doubles (exact for integers below 2^53). Returns the offset after them.
+ * Writes one call at `offset` as the scripts read it: k and op, then each limit's name (zero-terminated; a name is
+ * ASCII, see core's limits.ts) and capacity, unitsPerMs, unitsPerToken and cost (costAt: one number for every limit, or
+ * one per limit), then for a reserve, settle or extend the lease id (ASCII) and for a reserve or extend `ms`, the
+ * numbers little-endian doubles (exact for integers below 2^53). Returns the offset after them.
  */
-export function packCall(buffer: Buffer, offset: number, limits: readonly Limit[], cost: number): number {
+export function packCall(
+  buffer: Buffer,
+  offset: number,
+  limits: readonly Limit[],
+  cost: number | readonly number[],
+  op: Op = Op.consume,
+  id?: string,
+  ms?: number,
+): number {
   let at = buffer.writeDoubleLE(limits.length, offset);
-  at = buffer.writeDoubleLE(cost, at);
-  for (const limit of limits) {
+  at = buffer.writeDoubleLE(op, at);
+  for (let j = 0; j < limits.length; j++) {
+    const limit = limits[j] as Limit;
     at += buffer.write(limit.name, at, 'latin1');
     at = buffer.writeUInt8(0, at);
     at = buffer.writeDoubleLE(limit.capacity, at);
     at = buffer.writeDoubleLE(limit.unitsPerMs, at);
     at = buffer.writeDoubleLE(limit.unitsPerToken, at);
+    at = buffer.writeDoubleLE(costAt(cost, j), at);
   }
+  if (id === undefined) return at;
+  at += buffer.write(id, at, 'latin1');
+  at = buffer.writeUInt8(0, at);
+  if (ms !== undefined) at = buffer.writeDoubleLE(ms, at);
   return at;
 }

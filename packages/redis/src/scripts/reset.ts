@@ -3,7 +3,8 @@ import { type LuaScript, luaScript } from './lua-script.js';
 
 /**
  * Makes a call's buckets full again by forgetting them (a missing bucket is a full one): their entries leave the
- * value, the others stay with the key's expiry (it was set for the last of all of them to be full again). KEYS: the
+ * value, and so does every held lease's hold on them (docs/stores.md, "Leases"); the others stay with the key's expiry
+ * (it was set for the last of all of them to be full again, and the last lease to expire). KEYS: the
  * key. ARGV[1]: the last ms by Redis TIME at which the caller still waits, or '' when the store cannot tell yet: a run
  * that starts later (held in a paused or hung server, or sent again by a client after it reconnected) forgets
  * nothing, as a late consume charges nothing. ARGV[2] on: the limits' names. Reply: Redis TIME in ms, then how many of
@@ -20,10 +21,20 @@ if not raw then return {redisNow, 0} end          -- no bucket of the key exists
 local gone = {}                                   -- the names to forget, as a set
 for i = 2, #ARGV do gone[ARGV[i]] = true end
 local kept, forgotten = {}, 0
--- Entries are joined by ', ': split at commas, each but the first starts with a space.
+-- Entries are joined by ', ': split at commas, each but the first starts with a space. A held lease ('@<id>
+-- <expiresAt> <name>=<amount> ...') lets go of the forgotten limits, and goes when it holds nothing more.
 for entry in string.gmatch(raw, '[^,]+') do
-  local name = string.match(entry, '^ ?([^ ]+)')
-  if name and gone[name] then forgotten = forgotten + 1 else kept[#kept + 1] = string.gsub(entry, '^ ', '') end
+  entry = string.gsub(entry, '^ ', '')
+  if string.sub(entry, 1, 1) == '@' then
+    local head, holds = string.match(entry, '^(@[^ ]+ %d+)(.*)$')
+    if head then
+      local left = string.gsub(holds, ' ([^ =]+)=(%d+)', function(name) if gone[name] then return '' end end)
+      if left ~= '' then kept[#kept + 1] = head .. left end
+    end
+  else
+    local name = string.match(entry, '^([^ ]+)')
+    if name and gone[name] then forgotten = forgotten + 1 else kept[#kept + 1] = entry end
+  end
 end
 if #kept == 0 then
   redis.call('DEL', KEYS[1])

@@ -2,7 +2,7 @@
  * Instructions redis-server spends per decision of a script, counted by callgrind: repeatable where timings are not,
  * so two versions of a script can be compared to a few tenths of a percent. Needs valgrind (Debian: valgrind).
  *
- *   pnpm --filter @ratecard/redis script-cost [consume|empty|mget|mget-set-px] [--lone] [--limits 2]
+ *   pnpm --filter @ratecard/redis script-cost [consume|reserve-settle|empty|mget|mget-set-px] [--lone] [--limits 2]
  *
  * Starts `valgrind --tool=callgrind redis-server` on a free port, writes 2 000 half-full buckets, runs 32 script calls
  * to warm up, zeroes the counters, runs 150 script calls of 128 keys each (clock 'client', 2 ms apart, limit 250,
@@ -10,6 +10,10 @@
  * `--limits 2`: each decision charges two buckets (250 per minute and 10 000 per hour), both in its one key.
  * 'consume' is the store's script; the others are skeletons that show what its parts cost: an empty script (the
  * EVALSHA and its 128 keys), one MGET of the keys, then a SET … PX per key.
+ *
+ * 'reserve-settle': the store's script, each decision a reserve (a lease of 60 s) and, in the next script call, its
+ * settle (actual 1): instructions per reserve plus its settle, beside one consume's. The key holds one lease between
+ * the two, so the figure includes reading, expiring and writing a lease section.
  *
  * `--lone`: a decision at one call in flight instead, as the benchmark's 1-in-flight shape makes them: 4 800 script
  * calls of one key each, on Redis' clock (the script reads TIME and writes SET … PXAT).
@@ -26,7 +30,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type Limit, perHour, perMinute } from '@ratecard/core';
 import { Redis } from 'ioredis';
-import { CONSUME, packCall, packedSize } from '../../src/scripts/consume.js';
+import { CONSUME, Op, packCall, packedSize } from '../../src/scripts/consume.js';
 
 const BUCKETS = 2_000;
 const PER_CALL = 128;
@@ -81,8 +85,9 @@ async function main(): Promise<void> {
   const lone = values.lone === true;
   const [perCall, measuredCalls] = lone ? [1, LONE_CALLS] : [PER_CALL, MEASURED_CALLS];
   const skeleton = SKELETONS[which];
-  if (which !== 'consume' && skeleton === undefined) {
-    throw new Error(`unknown script ${which}: consume, ${Object.keys(SKELETONS).join(', ')}`);
+  const leases = which === 'reserve-settle';
+  if (which !== 'consume' && !leases && skeleton === undefined) {
+    throw new Error(`unknown script ${which}: consume, reserve-settle, ${Object.keys(SKELETONS).join(', ')}`);
   }
   const dir = await mkdtemp(join(tmpdir(), 'ratecard-callgrind-'));
   const port = await freePort();
@@ -110,16 +115,29 @@ async function main(): Promise<void> {
     const pair = Buffer.alloc(packedSize(limits));
     packCall(pair, 0, limits, 1);
     let next = 0;
+    let leaseCount = 0;
     // Near Redis' clock, so that on it (--lone) the buckets are half full too.
     let now = Date.now();
+    /** One script call: a batch of consumes, or (reserve-settle) of reserves and then one of their settles. */
+    const send = async (batch: string[], numbers: Buffer): Promise<void> => {
+      now += 2;
+      await client.callBuffer('evalsha', [sha, batch.length, ...batch, lone ? '' : String(now), numbers, '', '']);
+    };
     const call = async (): Promise<void> => {
       const batch: string[] = [];
       for (let i = 0; i < perCall; i++) {
         batch.push(orgs[next] as string);
         next = (next + 1) % BUCKETS;
       }
-      now += 2;
-      await client.callBuffer('evalsha', [sha, batch.length, ...batch, lone ? '' : String(now), pair, '', '']);
+      if (!leases) return send(batch, pair);
+      const ids = batch.map(() => `lease-${leaseCount++}`);
+      const pack = (op: Op, ms?: number) => {
+        const numbers = Buffer.alloc(ids.reduce((size, id) => size + packedSize(limits, id, ms), 0));
+        ids.reduce((offset, id) => packCall(numbers, offset, limits, 1, op, id, ms), 0);
+        return numbers;
+      };
+      await send(batch, pack(Op.reserve, 60_000));
+      await send(batch, pack(Op.settle));
     };
     // Every bucket half full, as in a busy run. A bucket near full expires within a fraction of a second (its TTL is
     // the time until it is full again), sooner than valgrind comes back to it: the script would read missing keys
