@@ -23,6 +23,14 @@ export {
   unitsAfter,
   unitsAt,
 } from './bucket.js';
+export {
+  type CalendarPeriod,
+  type CalendarPeriodOptions,
+  CurrentPeriod,
+  calendarPeriod,
+  type PeriodBounds,
+  periodAt,
+} from './calendar.js';
 export { type Decision, type DecisionSource, type LimitState, limitStates } from './decision.js';
 export {
   DEFAULT_ENDPOINTS,
