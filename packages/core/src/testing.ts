@@ -8,6 +8,7 @@ import vectorFile from '../vectors/token-bucket.json' with { type: 'json' };
 import { classicContract } from './testing/contract-classic.js';
 import { leasesContract } from './testing/contract-leases.js';
 import { limitsContract } from './testing/contract-limits.js';
+import { operationsContract } from './testing/contract-operations.js';
 import { quotasContract } from './testing/contract-quotas.js';
 import { type ContractBody, START, type StoreHarness, type TestApi } from './testing/contract-support.js';
 import { vectorContract } from './testing/contract-vectors.js';
@@ -38,7 +39,7 @@ let runs = 0;
 
 /**
  * Runs the contract every Store must meet: the spec's per-minute buckets (contract-classic.ts), the general limit
- * model with several limits per call (contract-limits.ts), leases (contract-leases.ts), quotas (contract-quotas.ts), and the shared test vectors
+ * model with several limits per call (contract-limits.ts), leases (contract-leases.ts), quotas (contract-quotas.ts), inspect and blocks (contract-operations.ts), and the shared test vectors
  * (contract-vectors.ts).
  */
 export function storeContractSuite(name: string, harness: StoreHarness, api: TestApi): void {
@@ -65,6 +66,7 @@ export function storeContractSuite(name: string, harness: StoreHarness, api: Tes
     limitsContract(test);
     leasesContract(test);
     quotasContract(test);
+    operationsContract(test);
     vectorContract(test, TEST_VECTORS);
   });
 }
