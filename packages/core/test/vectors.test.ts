@@ -16,6 +16,8 @@ function formatVectors(vectors: ReturnType<typeof generateVectors>): string {
 }
 
 const steps = TEST_VECTORS.cases.flatMap((vector) => vector.steps);
+/** The steps of token buckets (quota steps state a period instead of a refill). */
+const buckets = steps.filter((step) => step.limit.periodEnd === undefined);
 
 describe('test vectors', () => {
   it('match what the arithmetic generates today (regenerate with UPDATE_VECTORS=1)', () => {
@@ -33,10 +35,12 @@ describe('test vectors', () => {
           model.reset('b');
           continue;
         }
+        // A quota step states its period's end: the model's quota.
+        const limit = step.limit.periodEnd === undefined ? step.limit : { ...step.limit, kind: 'quota' as const };
         const expected =
           step.op === 'consume'
-            ? model.consume('b', step.at, step.limit, step.cost)
-            : model.peek('b', step.at, step.limit, step.cost);
+            ? model.consume('b', step.at, limit, step.cost)
+            : model.peek('b', step.at, limit, step.cost);
         expect(
           {
             limited: step.limited,
@@ -66,12 +70,22 @@ describe('test vectors', () => {
     }
   });
 
+  it('cover quotas: a period used up, the next one full, a call a period behind, a capacity changed', () => {
+    const quotas = TEST_VECTORS.cases.filter((vector) =>
+      vector.steps.every((step) => step.limit.periodEnd !== undefined),
+    );
+    expect(quotas.length).toBeGreaterThanOrEqual(3);
+    const quotaSteps = quotas.flatMap((vector) => vector.steps);
+    expect(quotaSteps.some((step) => step.limited === true)).toBe(true);
+    expect(new Set(quotaSteps.map((step) => step.limit.periodEnd)).size).toBeGreaterThan(1);
+  });
+
   it('cover bursts above and below the rate, costs above one and the largest bucket', () => {
     expect(steps.some(({ limit }) => limit.capacity > limit.refill)).toBe(true);
     expect(steps.some(({ limit }) => limit.capacity < limit.refill)).toBe(true);
     expect(steps.some((step) => step.cost > 1 && step.limited === false)).toBe(true);
     expect(steps.some((step) => step.cost > 1 && step.limited === true)).toBe(true);
-    const units = steps.map(({ limit }) => tokenBucket(limit)).map((l) => l.capacity * l.unitsPerToken);
+    const units = buckets.map(({ limit }) => tokenBucket(limit)).map((l) => l.capacity * l.unitsPerToken);
     expect(Math.max(...units)).toBeGreaterThan(MAX_BUCKET_UNITS * 0.99);
     expect(Math.max(...units)).toBeLessThanOrEqual(MAX_BUCKET_UNITS);
   });
@@ -81,6 +95,7 @@ describe('test vectors', () => {
     let finer = 0;
     let coarser = 0;
     for (const vector of TEST_VECTORS.cases) {
+      if (vector.steps.some((step) => step.limit.periodEnd !== undefined)) continue;
       for (let i = 1; i < vector.steps.length; i++) {
         const before = unitOf((vector.steps[i - 1] as (typeof steps)[number]).limit);
         const after = unitOf((vector.steps[i] as (typeof steps)[number]).limit);

@@ -33,9 +33,11 @@ function sfString(value: string): string {
 
 /**
  * Seconds in which the limit refills its whole capacity from empty: the `w` of its IETF policy, capacity × intervalMs
- * / refill rounded up, computed in the limit's own units (capacity × U / R ms) so it stays exact.
+ * / refill rounded up, computed in the limit's own units (capacity × U / R ms) so it stays exact. A quota's window is
+ * its period, in which `q` is granted once: a day is 86 400 s, or 82 800 on the day clocks go forward.
  */
 function windowSeconds(limit: Limit): number {
+  if (limit.periodEnd !== undefined) return ceilDiv(limit.periodEnd - (limit.periodStart as number), 1000);
   return ceilDiv(limit.capacity * limit.unitsPerToken, limit.unitsPerMs * 1000);
 }
 

@@ -149,12 +149,19 @@ interface ModelBucket {
 }
 
 function shapeOf(limit: ModelLimit): Shape {
-  const { capacity, refill, intervalMs, name, kind } =
+  const { capacity, refill, intervalMs, name, kind, periodEnd } =
     typeof limit === 'number'
-      ? { capacity: limit, refill: limit, intervalMs: 60_000, name: '1m', kind: 'bucket' }
+      ? { capacity: limit, refill: limit, intervalMs: 60_000, name: '1m', kind: 'bucket', periodEnd: undefined }
       : limit;
-  if (kind === 'concurrency') {
-    return { name: name ?? '', slots: true, capacity: Ratio.of(BigInt(capacity)), rate: Ratio.of(0n), steps: 1n };
+  if (kind === 'concurrency' || kind === 'quota') {
+    return {
+      name: name ?? '',
+      slots: kind === 'concurrency',
+      periodEnd: kind === 'quota' ? BigInt(periodEnd as number) : undefined,
+      capacity: Ratio.of(BigInt(capacity)),
+      rate: Ratio.of(0n),
+      steps: 1n,
+    };
   }
   const r = BigInt(refill);
   const i = BigInt(intervalMs);

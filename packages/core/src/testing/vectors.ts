@@ -1,13 +1,15 @@
 import {
   type BucketShape,
+  ceilDiv,
   remainingTokens,
   resetAfterSeconds,
   retryAfterSeconds,
   sameShape,
   take,
   unitsAt,
+  writtenAt,
 } from '../bucket.js';
-import { type Limit, tokenBucket } from '../limits.js';
+import { type Limit, quota, tokenBucket } from '../limits.js';
 
 /** A limit's three numbers, as a step states them: `tokenBucket({ capacity, refill, intervalMs })`. */
 export interface VectorLimit {
@@ -17,6 +19,11 @@ export interface VectorLimit {
   refill: number;
   /** The refill period in ms. */
   intervalMs: number;
+  /**
+   * A quota's step: the end of the period the step falls in (epoch ms); refill and intervalMs are 0. The bucket holds
+   * `capacity` per period, nothing refills within one, and a later period starts full.
+   */
+  periodEnd?: number;
 }
 
 /** One operation on a bucket at a time `at` (epoch ms), with what must come of it. */
@@ -62,9 +69,19 @@ export interface VectorFile {
 /** The name a vector's limits share, so that a change of shape within a case stays one bucket. */
 export const VECTOR_LIMIT_NAME = 'vector';
 
+/** A day quota for vector steps: the period comes with each step (periodEnd), so its time zone is never read. */
+const DAY_QUOTAS = new Map<number, Limit>();
+
 /** The core limit of a step: its shape under the name every step of a case shares. */
 export function vectorLimit(shape: VectorLimit): Limit {
-  return tokenBucket({ ...shape, name: VECTOR_LIMIT_NAME });
+  const { capacity, refill, intervalMs, periodEnd } = shape;
+  if (periodEnd === undefined) return tokenBucket({ capacity, refill, intervalMs, name: VECTOR_LIMIT_NAME });
+  let made = DAY_QUOTAS.get(capacity);
+  if (made === undefined) {
+    made = quota(capacity, { per: 'day', name: VECTOR_LIMIT_NAME });
+    DAY_QUOTAS.set(capacity, made);
+  }
+  return Object.freeze({ ...made, periodStart: periodEnd - 86_400_000, periodEnd });
 }
 
 /**
@@ -91,6 +108,7 @@ export function expectedSteps(steps: readonly Pick<VectorStep, 'at' | 'op' | 'li
       limit: { capacity: shape.capacity, refill: shape.refill, intervalMs: shape.intervalMs },
       cost,
     };
+    if (shape.periodEnd !== undefined) Object.assign(step.limit, { periodEnd: shape.periodEnd });
     if (op === 'reset') {
       bucket = undefined;
       return step;
@@ -103,17 +121,24 @@ export function expectedSteps(steps: readonly Pick<VectorStep, 'at' | 'op' | 'li
     const outcome = take(held, cost, limit);
     if (op === 'consume' && bucket !== undefined && (outcome >= 0 || !sameShape(bucket.shape, limit))) {
       // Admitted: charged. Refused under a changed shape: nothing charged, the held units take the new shape.
-      bucket = { units: outcome >= 0 ? outcome : held, at: at > bucket.at ? at : bucket.at, shape: limit };
+      bucket = { units: outcome >= 0 ? outcome : held, at: writtenAt(bucket.at, at, limit), shape: limit };
     } else if (op === 'consume' && outcome >= 0) {
-      bucket = { units: outcome, at, shape: limit };
+      bucket = { units: outcome, at: writtenAt(0, at, limit), shape: limit };
     }
+    // A quota's waits count to its period's end from the step, not from this process's clock.
+    const untilEnd = limit.periodEnd === undefined ? 0 : Math.max(0, ceilDiv(limit.periodEnd - at, 1000));
     return {
       ...step,
       outcome,
       limited: outcome < 0,
       remaining: remainingTokens(outcome, limit),
-      retryAfter: retryAfterSeconds(outcome, limit, cost),
-      resetAfter: resetAfterSeconds(outcome, limit),
+      retryAfter:
+        limit.periodEnd === undefined
+          ? retryAfterSeconds(outcome, limit, cost)
+          : outcome < 0
+            ? Math.max(1, untilEnd)
+            : 0,
+      resetAfter: limit.periodEnd === undefined ? resetAfterSeconds(outcome, limit) : untilEnd,
     };
   });
 }
