@@ -2,7 +2,7 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeAll, describe, expect, it, onTestFinished, vi } from 'vitest';
-import { STILL_CLOCK } from './support.js';
+import { listeningUrl, STILL_CLOCK } from './support.js';
 
 const guide = readFileSync(new URL('../../../docs/http.md', import.meta.url), 'utf8');
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
@@ -41,17 +41,7 @@ function startExample(name: string, code: string): Promise<string> {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.push(child);
-  return new Promise((resolve, reject) => {
-    let output = '';
-    const onData = (chunk: Buffer): void => {
-      output += chunk.toString();
-      const url = /listening on (http:\/\/\S+)/.exec(output)?.[1];
-      if (url !== undefined) resolve(url);
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', onData);
-    child.on('exit', (code) => reject(new Error(`the ${name} example exited (${code}) before listening:\n${output}`)));
-  });
+  return listeningUrl(child, name);
 }
 
 const built = existsSync(new URL('../dist/node.js', import.meta.url));

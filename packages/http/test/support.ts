@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import { request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Plan, Store } from '@ratecard/core';
@@ -113,5 +114,20 @@ export function rawRequest(
     });
     request.on('error', reject);
     request.end();
+  });
+}
+
+/** Resolves with the URL a server example prints (`listening on http://…`); rejects with its output if it exits first. */
+export function listeningUrl(child: ChildProcess, name: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let output = '';
+    const onData = (chunk: Buffer): void => {
+      output += chunk.toString();
+      const url = /listening on (http:\/\/\S+)/.exec(output)?.[1];
+      if (url !== undefined) resolve(url);
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    child.on('exit', (code) => reject(new Error(`the ${name} example exited (${code}) before listening:\n${output}`)));
   });
 }
