@@ -6,6 +6,7 @@ import {
   perHour,
   perMinute,
   perSecond,
+  quota,
   RateLimitError,
   tokenBucket,
 } from '@ratecard/core';
@@ -101,6 +102,28 @@ describe('rateLimitHeaders', () => {
 });
 
 describe('rateLimitHeaders with ietf', () => {
+  it('states a quota with its period as the window, and t until the next period', async () => {
+    // 2026-03-29 is 23 hours long in London; at 22:00 UTC (23:00 there) an hour is left of it.
+    const at = Date.parse('2026-03-29T22:00:00Z');
+    const realNow = Date.now;
+    Date.now = () => at;
+    try {
+      const limiter = createLimiter({
+        store: memoryStore({ now: () => at }),
+        plans: { p: [perMinute(60), quota(2, { per: 'day', timeZone: 'Europe/London' })] },
+      });
+      const request = { organization: 'o', endpoint: 'GET /x', plan: 'p' };
+      await limiter.consume(request);
+      await limiter.consume(request);
+      const refused = rateLimitHeaders(await limiter.consume(request), { ietf: true });
+      expect(refused['RateLimit-Policy']).toBe('"1m";q=60;w=60, "day";q=2;w=82800');
+      expect(refused.RateLimit).toBe('"1m";r=58;t=2, "day";r=0;t=3600');
+      expect(refused['Retry-After']).toBe('3600');
+    } finally {
+      Date.now = realNow;
+    }
+  });
+
   it('adds RateLimit-Policy and RateLimit as RFC 9651 lists, the item named after the limit', () => {
     const headers = rateLimitHeaders(decision({}), { ietf: true });
     expect(headers['RateLimit-Policy']).toBe('"1m";q=10;w=60');

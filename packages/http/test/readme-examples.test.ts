@@ -12,7 +12,14 @@ const EXAMPLE = /<!-- readme-example: ([a-z-]+) -->\n```ts\n([\s\S]*?)```\n\nIt 
 const examples = [...readme.matchAll(EXAMPLE)].map(([, name, code, printed]) => ({ name, code, printed }));
 
 it('finds the README examples of own limits', () => {
-  expect(examples.map((example) => example.name)).toEqual(['per-ip', 'own-plans', 'two-limits']);
+  expect(examples.map((example) => example.name)).toEqual([
+    'per-ip',
+    'own-plans',
+    'two-limits',
+    'sessions',
+    'daily-quota',
+    'billing-month',
+  ]);
 });
 
 it.each(examples)(
