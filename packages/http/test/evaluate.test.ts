@@ -194,6 +194,9 @@ describe('evaluate, one path for every store', () => {
       peek: (request) => limiter.peek(request),
       reserve: (request) => limiter.reserve(request),
       reset: (bucket) => limiter.reset(bucket),
+      inspect: (ref) => limiter.inspect(ref),
+      block: (ref) => limiter.block(ref),
+      unblock: (ref) => limiter.unblock(ref),
       close: () => limiter.close(),
     };
     const settings = resolveOptions<null>({ limiter: watched, identify: () => who });

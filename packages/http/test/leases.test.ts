@@ -160,6 +160,8 @@ function counted(store: Store): { store: Store; calls: { consume: number; settle
       },
       peek: (...args) => store.peek(...args),
       reset: (...args) => store.reset(...args),
+      inspect: (...args) => store.inspect(...args),
+      blocks: (...args) => store.blocks(...args),
       close: () => store.close(),
     },
   };
