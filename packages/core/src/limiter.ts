@@ -4,7 +4,7 @@ import { type Decision, decide, decideWithoutStore } from './decision.js';
 import { DEFAULT_ENDPOINTS, type EndpointRule, EndpointRules, type EndpointSpec, EVERY_ENDPOINT } from './endpoints.js';
 import { describeValue, RateLimitError } from './errors.js';
 import { inPeriod, type Limit, type Limits, limitList, limitsByShape } from './limits.js';
-import { BlockBook, checkBlockMs, checkReason, describeKept, type Inspection } from './operations.js';
+import { type Block, BlockBook, checkBlockMs, checkReason, describeKept, type Inspection } from './operations.js';
 import { checkOptionKeys } from './options.js';
 import { type Identity, PlanBook, type Plans } from './plans.js';
 import {
@@ -642,7 +642,7 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
     // Validated even for an unlimited endpoint, so that a caller's bug shows wherever it is.
     const given = own === undefined ? this.plans.limitsFor(request, rule) : this.plans.ownLimits(request, own);
     // A quota as the limit of the period this decision falls in.
-    const limits = inPeriod(given, Date.now());
+    const limits = inPeriod(given);
     const cost = checkCost(request.cost, limits);
     // A cost of one number for every limit means no concurrency limit is among them (checkCost).
     if (operation === 'consume' && typeof cost !== 'number') consumeHoldsNoLease(limits);
@@ -650,13 +650,8 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
     const buckets = bucketLimits(rule, limits);
     // An operator's block refuses before the store is asked. Blocks older than a second are read first: a read that
     // fails or runs over budget sends the decision to the failure policy, as the store's own call would.
-    const reading = this.blocks.due();
-    if (reading !== undefined) {
-      const failure = await reading;
-      if (failure !== undefined) return this.byPolicy(failure, request, operation, rule, limits, buckets, cost, lease);
-    }
     const block = this.blocks.find(organization, rule.key);
-    if (block !== undefined) return this.answer(blocked(block, rule, limits, cost), request, buckets, lease);
+    if (block !== undefined) return this.whenBlocked(block, request, operation, rule, limits, buckets, cost, lease);
     let outcomes: Outcome[];
     try {
       // The budget goes to the store too, so that it drops a queued call before the policy below answers it.
@@ -672,6 +667,26 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
     }
     if (this.outage !== undefined) this.storeAnswered();
     return this.answer(decide(outcomes, rule, limits, cost, 'store'), request, buckets, lease);
+  }
+
+  /**
+   * A decision that found a block, or blocks to read first: refused until the block ends; the failure policy's when
+   * the read failed; the store's (decide, once more) when the read found none.
+   */
+  private async whenBlocked(
+    found: Block | Promise<Block | undefined | Error>,
+    request: LimitRequest,
+    operation: Operation,
+    rule: EndpointRule,
+    limits: readonly Limit[],
+    buckets: readonly Limit[],
+    cost: number | readonly number[],
+    lease: Lease | undefined,
+  ): Promise<Decision> {
+    const block = await found;
+    if (block instanceof Error) return this.byPolicy(block, request, operation, rule, limits, buckets, cost, lease);
+    if (block !== undefined) return this.answer(blocked(block, rule, limits, cost), request, buckets, lease);
+    return this.decide(request, operation, lease);
   }
 
   /** Reports a decision: as a Reservation when the call reserves. */

@@ -222,13 +222,15 @@ export function quota(n: number, options: QuotaOptions): Limit {
 const periods = new WeakMap<Limit, { current: CurrentPeriod; start: number; limit: Limit }>();
 
 /**
- * A request's limits as a store is given them at `now`: each quota as the limit of the period `now` falls in
- * (`periodStart`, `periodEnd`), made once per period; the list itself when it holds no quota.
+ * A request's limits as a store is given them at `now` (default Date.now()): each quota as the limit of the period
+ * `now` falls in (`periodStart`, `periodEnd`), made once per period; the list itself when it holds no quota.
  */
-export function inPeriod(limits: readonly Limit[], now: number): readonly Limit[] {
+export function inPeriod(limits: readonly Limit[], now?: number): readonly Limit[] {
   let found = false;
   for (let i = 0; i < limits.length; i++) if ((limits[i] as Limit).period !== undefined) found = true;
   if (!found) return limits;
+  // Read only for a quota: a decision without one reads no clock here.
+  const at = now ?? Date.now();
   return limits.map((limit) => {
     if (limit.period === undefined) return limit;
     let kept = periods.get(limit);
@@ -236,7 +238,7 @@ export function inPeriod(limits: readonly Limit[], now: number): readonly Limit[
       kept = { current: new CurrentPeriod(limit.period), start: Number.NaN, limit };
       periods.set(limit, kept);
     }
-    const bounds = kept.current.at(now);
+    const bounds = kept.current.at(at);
     if (bounds.start !== kept.start) {
       kept.start = bounds.start;
       kept.limit = Object.freeze({ ...limit, periodStart: bounds.start, periodEnd: bounds.end });

@@ -106,7 +106,7 @@ export class BlockBook {
   private byOrganization = new Map<string, Block[]>();
   /** Date.now() of the last read (or failed read); -Infinity before the first. */
   private readAt = Number.NEGATIVE_INFINITY;
-  private reading: Promise<unknown> | undefined;
+  private reading: Promise<Error | undefined> | undefined;
   /** Whether reads are over: a private store read once, or a store that keeps no blocks. */
   private settled: boolean;
 
@@ -117,8 +117,20 @@ export class BlockBook {
     this.settled = typeof store.blocks !== 'function';
   }
 
-  /** The block in force on this organization and endpoint key (or every endpoint), if any. */
-  find(organization: string, endpoint: string): Block | undefined {
+  /**
+   * The block in force on this organization and endpoint key (or every endpoint), if any; a promise of it when the
+   * blocks are older than a second and must be read first (of the store's error, as an Error, when that read fails).
+   */
+  find(organization: string, endpoint: string): Block | undefined | Promise<Block | undefined | Error> {
+    if (!this.settled) {
+      const reading = this.due();
+      if (reading !== undefined) return reading.then((failure) => failure ?? this.inForce(organization, endpoint));
+    }
+    // With no block anywhere, a decision costs one comparison here.
+    return this.byOrganization.size === 0 ? undefined : this.inForce(organization, endpoint);
+  }
+
+  private inForce(organization: string, endpoint: string): Block | undefined {
     const blocks = this.byOrganization.get(organization);
     if (blocks === undefined) return undefined;
     const now = Date.now();
@@ -132,8 +144,7 @@ export class BlockBook {
    * Undefined when the blocks are fresh enough to decide with; else the read to wait for, which resolves to the store's
    * error when it failed (undefined when it answered).
    */
-  due(): Promise<unknown> | undefined {
-    if (this.settled) return undefined;
+  private due(): Promise<Error | undefined> | undefined {
     const age = Date.now() - this.readAt;
     if (age < BLOCKS_REFRESH_MS) return undefined;
     if (this.reading === undefined) {
@@ -144,7 +155,7 @@ export class BlockBook {
         answer = this.store.blocks();
       } catch (error) {
         this.readAt = started;
-        return age < BLOCKS_MAX_AGE_MS ? undefined : Promise.resolve(error);
+        return age < BLOCKS_MAX_AGE_MS ? undefined : Promise.resolve(asError(error));
       }
       if (!(answer instanceof Promise)) {
         this.keep(answer, started);
@@ -172,7 +183,7 @@ export class BlockBook {
           // The store failed or ran over budget: a decision that waited for the read goes to the failure policy; the
           // others go on with the blocks last read, and the next read is in half a second.
           this.readAt = started;
-          return error ?? new Error('the store failed');
+          return asError(error);
         },
       )
       .finally(() => {
@@ -193,6 +204,11 @@ export class BlockBook {
     this.byOrganization = byOrganization;
     this.readAt = readAt;
   }
+}
+
+/** A store's failure as an Error, whatever it threw. */
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(`the store failed: ${describeValue(error)}`);
 }
 
 /** A block's length: a whole number of ms from 1 to a year. */
