@@ -106,7 +106,8 @@ export class BlockBook {
   private byOrganization = new Map<string, Block[]>();
   /** Date.now() of the last read (or failed read); -Infinity before the first. */
   private readAt = Number.NEGATIVE_INFINITY;
-  private reading: Promise<Error | undefined> | undefined;
+  /** A read in the background is under way. */
+  private refreshing = false;
   /** Whether reads are over: a private store read once, or a store that keeps no blocks. */
   private settled: boolean;
 
@@ -141,54 +142,63 @@ export class BlockBook {
   }
 
   /**
-   * Undefined when the blocks are fresh enough to decide with; else the read to wait for, which resolves to the store's
-   * error when it failed (undefined when it answered).
+   * Undefined when the blocks are fresh enough to decide with; else a read to wait for, which resolves to the store's
+   * error when it failed (undefined when it answered). A decision that must wait reads for itself: a read shared with
+   * other decisions would be a promise made by one request and awaited by others, which Workers refuse (a request
+   * may not await what another, maybe ended, request began). From half a second on, one read in the background that
+   * nobody waits for keeps a busy process from ever waiting.
    */
   private due(): Promise<Error | undefined> | undefined {
     const age = Date.now() - this.readAt;
     if (age < BLOCKS_REFRESH_MS) return undefined;
-    if (this.reading === undefined) {
-      // A store that answers with a plain value (memory) is read at once: no decision waits for it.
-      const started = Date.now();
-      let answer: KeptBlocks | Promise<KeptBlocks>;
-      try {
-        answer = this.store.blocks();
-      } catch (error) {
-        this.readAt = started;
-        return age < BLOCKS_MAX_AGE_MS ? undefined : Promise.resolve(asError(error));
+    if (age < BLOCKS_MAX_AGE_MS) {
+      if (!this.refreshing) {
+        const reading = this.read();
+        if (reading !== undefined) {
+          this.refreshing = true;
+          void reading.finally(() => {
+            this.refreshing = false;
+          });
+        }
       }
-      if (!(answer instanceof Promise)) {
-        this.keep(answer, started);
-        return undefined;
-      }
-      this.read(answer, started);
+      return undefined;
     }
-    return age < BLOCKS_MAX_AGE_MS ? undefined : this.reading;
+    return this.read();
+  }
+
+  /**
+   * Reads the blocks: a store that answers with a plain value (memory) at once, returning undefined; else the read,
+   * raced against the budget, resolving to the store's error when it failed or ran over (the blocks last read are
+   * kept, and the next read is half a second later).
+   */
+  private read(): Promise<Error | undefined> | undefined {
+    const started = Date.now();
+    let answer: KeptBlocks | Promise<KeptBlocks>;
+    try {
+      answer = this.store.blocks();
+    } catch (error) {
+      this.readAt = started;
+      return Promise.resolve(asError(error));
+    }
+    if (!(answer instanceof Promise)) {
+      this.keep(answer, started);
+      return undefined;
+    }
+    return this.deadlines.race(answer).then(
+      (kept) => {
+        this.keep(kept, started);
+        return undefined;
+      },
+      (error: unknown) => {
+        this.readAt = started;
+        return asError(error);
+      },
+    );
   }
 
   /** Makes a change in the store and keeps the blocks it answers. */
   async change(change: BlockChange): Promise<void> {
     this.keep(await this.store.blocks(change), Date.now());
-  }
-
-  private read(answer: Promise<KeptBlocks>, started: number): void {
-    this.reading = this.deadlines
-      .race(answer)
-      .then(
-        (answer) => {
-          this.keep(answer, started);
-          return undefined;
-        },
-        (error: unknown) => {
-          // The store failed or ran over budget: a decision that waited for the read goes to the failure policy; the
-          // others go on with the blocks last read, and the next read is in half a second.
-          this.readAt = started;
-          return asError(error);
-        },
-      )
-      .finally(() => {
-        this.reading = undefined;
-      });
   }
 
   private keep(answer: KeptBlocks, readAt: number): void {

@@ -496,7 +496,8 @@ class InProcessStore implements MemoryStore {
   blocks(change?: BlockChange): KeptBlocks {
     const now = Math.floor(this.now());
     if (change !== undefined) {
-      const key = `${change.organization}\u0000${change.endpoint}`;
+      // As JSON: an organization may hold any character, NUL included, so no separator keeps two pairs apart.
+      const key = JSON.stringify([change.organization, change.endpoint]);
       if (change.ms > 0) {
         this.blocked.set(key, {
           organization: change.organization,

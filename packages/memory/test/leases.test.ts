@@ -341,7 +341,16 @@ describe('lease properties (memory store, fake timers)', () => {
 /** A store whose every call rejects, as a Redis that is down. */
 function brokenStore(): Store {
   const down = () => Promise.reject(new Error('connection refused'));
-  return { shared: true, consume: down, settle: down, peek: down, reset: down, close: () => undefined };
+  return {
+    shared: true,
+    consume: down,
+    settle: down,
+    peek: down,
+    reset: down,
+    inspect: down,
+    blocks: down,
+    close: () => undefined,
+  };
 }
 
 /** A store's methods bound to it, as a plain object. */
@@ -352,6 +361,8 @@ function bind(store: Store): Store {
     settle: store.settle.bind(store),
     peek: store.peek.bind(store),
     reset: store.reset.bind(store),
+    inspect: store.inspect.bind(store),
+    blocks: store.blocks.bind(store),
     close: store.close.bind(store),
   };
 }
