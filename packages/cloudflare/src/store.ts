@@ -1,3 +1,4 @@
+import * as workers from 'cloudflare:workers';
 import {
   type BlockChange,
   checkOptionKeys,
@@ -222,7 +223,13 @@ class DurableObjectStore<Id> implements Store {
 
   /** One call to the blocks object (BLOCKS_OBJECT), which keeps every organization's blocks. */
   blocks(change?: BlockChange): Promise<KeptBlocks> {
-    return this.call(BLOCKS_OBJECT, (stub) => stub.blocks(change, this.clockReading()));
+    const answer = this.call(BLOCKS_OBJECT, (stub) => stub.blocks(change, this.clockReading()));
+    // The limiter reads blocks in the background, in whichever request's decision finds them half a second old, and
+    // other requests' decisions may wait for that read. A Worker's request that has answered would drop it unfinished
+    // (and a request waiting for a promise of one that has ended fails), so the read keeps its request alive until
+    // it is answered.
+    workers.waitUntil?.(answer.catch(() => undefined));
+    return answer;
   }
 
   close(): void {
