@@ -123,15 +123,10 @@ const blockKey = (organization: string, endpoint: string): string => JSON.string
 const isConcurrency = (limit: BucketLimit): boolean => limit.kind === 'concurrency';
 
 /** The shape a lease keeps of a limit: its numbers, and a quota's period end (JSON leaves it out for the others). */
-const shapeOf = (limit: BucketShape): BucketShape =>
-  limit.periodEnd === undefined
-    ? { capacity: limit.capacity, unitsPerToken: limit.unitsPerToken, unitsPerMs: limit.unitsPerMs }
-    : {
-        capacity: limit.capacity,
-        unitsPerToken: limit.unitsPerToken,
-        unitsPerMs: limit.unitsPerMs,
-        periodEnd: limit.periodEnd,
-      };
+const shapeOf = ({ capacity, unitsPerToken, unitsPerMs, periodEnd }: BucketShape): BucketShape =>
+  periodEnd === undefined
+    ? { capacity, unitsPerToken, unitsPerMs }
+    : { capacity, unitsPerToken, unitsPerMs, periodEnd };
 
 /**
  * The shape a bucket written at `updatedAt` keeps: a quota's (it never refills) counts for the period ending then, so
@@ -478,16 +473,10 @@ export class RatecardBuckets extends DurableObject {
       const ended = [...blocked].filter(([, block]) => block.until <= at);
       const sql = this.ctx.storage.sql;
       const remove = 'DELETE FROM ratecard_blocks WHERE organization = ? AND endpoint = ?';
+      const put = 'INSERT OR REPLACE INTO ratecard_blocks VALUES (?, ?, ?, ?)';
       this.ctx.storage.transactionSync(() => {
         for (const [, block] of ended) sql.exec(remove, block.organization, block.endpoint);
-        if (ms > 0)
-          sql.exec(
-            'INSERT OR REPLACE INTO ratecard_blocks VALUES (?, ?, ?, ?)',
-            organization,
-            endpoint,
-            at + ms,
-            reason,
-          );
+        if (ms > 0) sql.exec(put, organization, endpoint, at + ms, reason);
         else sql.exec(remove, organization, endpoint);
       });
       for (const [endedKey] of ended) blocked.delete(endedKey);
