@@ -101,6 +101,16 @@ describe.runIf(workerdRuns())('rows read and written per call', () => {
     expect(charged.rows).toEqual({ read: 3, written: 5 });
   });
 
+  it('a quota: the rows of a token bucket', async () => {
+    const rows = organization();
+    const daily: WireLimit = { kind: 'quota', capacity: 1_000, per: 'day', name: 'daily' };
+    expect(await rows({ method: 'consume', limits: [daily], cost: 1 })).toEqual({
+      answer: { outcomes: [999] },
+      rows: { read: 0, written: 2 },
+    });
+    expect((await rows({ method: 'consume', limits: [daily], cost: 1 })).rows).toEqual({ read: 1, written: 2 });
+  });
+
   it('an inspect reads and writes no row', async () => {
     const rows = organization();
     await rows(reserve('a'));
