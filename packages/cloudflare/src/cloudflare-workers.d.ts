@@ -16,6 +16,9 @@ declare module 'cloudflare:workers' {
     };
   }
 
+  /** Keeps the request that calls it alive until `promise` settles (workerd from 2025; absent before). */
+  export const waitUntil: ((promise: Promise<unknown>) => void) | undefined;
+
   export abstract class DurableObject<Env = unknown> {
     /** The object's state: its storage. */
     protected ctx: DurableObjectState;

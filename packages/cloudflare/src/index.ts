@@ -6,6 +6,7 @@
  */
 export { type BucketLimit, RatecardBuckets } from './object.js';
 export {
+  BLOCKS_OBJECT,
   type BucketsNamespace,
   type BucketsStub,
   type DurableObjectStoreOptions,

@@ -1,8 +1,14 @@
 import { DurableObject } from 'cloudflare:workers';
 import {
+  type BlockChange,
   type BucketShape,
   costAt,
   debtFloor,
+  type KeptBlock,
+  type KeptBlocks,
+  type KeptBucket,
+  type KeptLease,
+  type KeptState,
   type Lease,
   type LeaseChange,
   type Limit,
@@ -12,17 +18,22 @@ import {
   sameShape,
   take,
   unitsAt,
+  writtenAt,
 } from '@ratecard/core';
 
 /**
- * What the object reads of a limit: its kind, its name and the three numbers of the arithmetic. A core `Limit` fits.
+ * What the object reads of a limit: its kind, its name, the three numbers of the arithmetic and, for a quota, the end
+ * of the period the call falls in (`periodEnd`, which the limiter computes: the object needs no calendar). A core
+ * `Limit` fits.
  */
-export type BucketLimit = Pick<Limit, 'kind' | 'name' | 'capacity' | 'unitsPerToken' | 'unitsPerMs'>;
+export type BucketLimit = Pick<Limit, 'kind' | 'name' | 'capacity' | 'unitsPerToken' | 'unitsPerMs' | 'periodEnd'>;
 
 /**
  * One bucket as memory and the table hold it: units held at `updatedAt` (ms) under the shape then in force, and
  * `fullAt`, the instant on this object's clock from which it is full again (the same as missing, so deleted then).
- * Units are below zero when a settled lease used more than it reserved (the bucket is in debt).
+ * Units are below zero when a settled lease used more than it reserved (the bucket is in debt). A quota's bucket
+ * (unitsPerMs 0) counts for the period ending at `updatedAt`, which its shape carries as `periodEnd`, and is full,
+ * so deleted, from then.
  */
 interface Bucket {
   units: number;
@@ -43,8 +54,8 @@ interface Row extends Record<string, string | number> {
 }
 
 /**
- * The tokens a lease set aside on a bucket, with the limit's shape when it reserved: a bucket not written yet (full)
- * is charged under it when the lease ends.
+ * The tokens a lease set aside on a bucket, with the limit's shape when it reserved (a quota's with its period's end):
+ * a bucket not written yet (full) is charged under it when the lease ends, in that period.
  */
 interface TokenHold extends BucketShape {
   tokens: number;
@@ -96,20 +107,43 @@ interface Found {
   outcomes: Outcome[];
 }
 
+interface BlockRow extends Record<string, string | number> {
+  organization: string;
+  endpoint: string;
+  until: number;
+  reason: string;
+}
+
 /** A limit name has no space (A-Z a-z 0-9 . _ -), so `name endpoint` tells every pair apart. */
 const keyOf = (endpoint: string, name: string): string => `${name} ${endpoint}`;
 
+/** Organizations and endpoints may hold any character, so a block's key is the JSON of the pair, which tells all apart. */
+const blockKey = (organization: string, endpoint: string): string => JSON.stringify([organization, endpoint]);
+
 const isConcurrency = (limit: BucketLimit): boolean => limit.kind === 'concurrency';
 
-const shapeOf = (limit: BucketShape): BucketShape => ({
-  capacity: limit.capacity,
-  unitsPerToken: limit.unitsPerToken,
-  unitsPerMs: limit.unitsPerMs,
-});
+/** The shape a lease keeps of a limit: its numbers, and a quota's period end (JSON leaves it out for the others). */
+const shapeOf = ({ capacity, unitsPerToken, unitsPerMs, periodEnd }: BucketShape): BucketShape =>
+  periodEnd === undefined
+    ? { capacity, unitsPerToken, unitsPerMs }
+    : { capacity, unitsPerToken, unitsPerMs, periodEnd };
 
-/** A bucket holding `units` at `at` under `limit`'s shape; `offset` is this object's clock minus the call's. */
+/**
+ * The shape a bucket written at `updatedAt` keeps: a quota's (it never refills) counts for the period ending then, so
+ * that charged under its own shape (a lease ending on a limit its call does not name) it stays in that period.
+ */
+function storedShape(capacity: number, unitsPerToken: number, unitsPerMs: number, updatedAt: number): BucketShape {
+  return unitsPerMs === 0
+    ? { capacity, unitsPerToken, unitsPerMs, periodEnd: updatedAt }
+    : { capacity, unitsPerToken, unitsPerMs };
+}
+
+/**
+ * A bucket holding `units` at `at` (core's writtenAt: a quota's period end) under `limit`'s shape; `offset` is this
+ * object's clock minus the call's.
+ */
 function bucketOf(limit: BucketShape, units: number, at: number, offset: number): Bucket {
-  const shape = shapeOf(limit);
+  const shape = storedShape(limit.capacity, limit.unitsPerToken, limit.unitsPerMs, at);
   return { units, updatedAt: at, shape, fullAt: at + msUntilFull(units, shape) + offset };
 }
 
@@ -133,8 +167,7 @@ function charged(
 ): Bucket {
   const units = unitsOf(bucket, limit, at) - tokens * limit.unitsPerToken;
   const floor = debtFloor(limit) + rest * limit.unitsPerToken;
-  // Time never moves backwards in a bucket, or the same interval would refill twice.
-  return bucketOf(limit, Math.max(units, floor), Math.max(at, bucket?.updatedAt ?? at), offset);
+  return bucketOf(limit, Math.max(units, floor), writtenAt(bucket?.updatedAt ?? 0, at, limit), offset);
 }
 
 /**
@@ -173,6 +206,10 @@ const ALARM_AHEAD_MAX_MS = 365 * 86_400_000;
  * costs what it did. A bucket is deleted at most an hour after it is full, or, if its organization has a limit that
  * takes longer to refill from empty, at most that long; an organization that stops calling keeps no row after that
  * and its leases' expiry. A sweep deletes a bucket only at or after `fullAt`, counted with core's `msUntilFull`.
+ *
+ * A quota (docs/stores.md, "Quotas") is a bucket that never refills, written at the end of the period it counts for
+ * (core's `writtenAt`), so full, and deleted by the first sweep, from its period's end. The one object of the namespace
+ * named BLOCKS_OBJECT (store.ts) keeps no organization's buckets but every organization's blocks (`blocks`).
  */
 export class RatecardBuckets extends DurableObject {
   private readonly buckets = new Map<string, Bucket>();
@@ -180,6 +217,8 @@ export class RatecardBuckets extends DurableObject {
   private readonly leases = new Map<string, Map<string, HeldLease>>();
   /** Whether the alarm is set: from the first bucket or lease written until a sweep leaves none. */
   private alarmSet = false;
+  /** The blocks object's blocks, by blockKey; undefined until its first `blocks` call reads them. */
+  private blocked: Map<string, KeptBlock> | undefined;
 
   constructor(...args: ConstructorParameters<typeof DurableObject>) {
     super(...args);
@@ -214,7 +253,7 @@ export class RatecardBuckets extends DurableObject {
       this.buckets.set(keyOf(row.endpoint, row.name), {
         units: row.units,
         updatedAt: row.updated_at,
-        shape: { capacity: row.capacity, unitsPerToken: row.units_per_token, unitsPerMs: row.units_per_ms },
+        shape: storedShape(row.capacity, row.units_per_token, row.units_per_ms, row.updated_at),
         fullAt: row.full_at,
       });
     }
@@ -270,7 +309,7 @@ export class RatecardBuckets extends DurableObject {
         if (bucket !== undefined && !sameShape(bucket.shape, limit)) {
           seen.buckets.set(
             limit.name,
-            bucketOf(limit, found.units[i] as number, Math.max(at, bucket.updatedAt), clock - at),
+            bucketOf(limit, found.units[i] as number, writtenAt(bucket.updatedAt, at, limit), clock - at),
           );
         }
       });
@@ -291,8 +330,7 @@ export class RatecardBuckets extends DurableObject {
       // is written again under this shape at this instant, as a consume would.
       if (lease !== undefined && bucket === undefined) return;
       const units = (found.units[i] as number) - (lease === undefined ? need * limit.unitsPerToken : 0);
-      // Time never moves backwards in a bucket, or the same interval would refill twice.
-      seen.buckets.set(limit.name, bucketOf(limit, units, Math.max(at, bucket?.updatedAt ?? at), clock - at));
+      seen.buckets.set(limit.name, bucketOf(limit, units, writtenAt(bucket?.updatedAt ?? 0, at, limit), clock - at));
     });
     const put: HeldLease[] =
       lease === undefined ? [] : [{ id: lease.id, expiresAt: at + lease.ms, dropAt: clock + lease.ms, tokens, slots }];
@@ -385,6 +423,88 @@ export class RatecardBuckets extends DurableObject {
     for (const name of names) this.buckets.delete(keyOf(endpoint, name));
     this.keepLeases(endpoint, put, ended);
     return true;
+  }
+
+  /**
+   * What the object keeps for `endpoint` at `now` (the caller's clock, or this object's): its buckets as written and
+   * its leases held, as they stand once the leases expired by then have kept their charge (the figures a call would
+   * see). Writes nothing and reads no row: the Maps hold what the tables do.
+   */
+  inspect(endpoint: string, now: number | undefined): KeptState {
+    const at = now ?? Date.now();
+    const seen = this.expire(endpoint, at);
+    const buckets = new Map<string, Bucket>();
+    for (const [key, bucket] of this.buckets) {
+      const space = key.indexOf(' ');
+      if (key.slice(space + 1) === endpoint) buckets.set(key.slice(0, space), bucket);
+    }
+    for (const [name, bucket] of seen.buckets) buckets.set(name, bucket);
+    const kept: KeptBucket[] = [...buckets].map(([name, { units, updatedAt, shape }]) => ({
+      name,
+      units,
+      updatedAt,
+      capacity: shape.capacity,
+      unitsPerToken: shape.unitsPerToken,
+      unitsPerMs: shape.unitsPerMs,
+    }));
+    const leases: KeptLease[] = [];
+    for (const lease of this.leases.get(endpoint)?.values() ?? []) {
+      if (seen.ended.includes(lease)) continue;
+      const holds = [...lease.tokens].map(([name, hold]) => ({ name, amount: hold.tokens }));
+      for (const [name, amount] of lease.slots) holds.push({ name, amount });
+      leases.push({ id: lease.id, expiresAt: lease.expiresAt, holds });
+    }
+    return { now: at, buckets: kept, leases };
+  }
+
+  /**
+   * The blocks in force at `now` (the caller's clock, or this object's), after making `change` when given: kept only by
+   * the one object the store names for them (store.ts, BLOCKS_OBJECT), never by an organization's. They are read once
+   * from the table by the first call and then answered from the Map, so a read (every process, about twice a second)
+   * costs no row; a change writes its row, and deletes the rows of the blocks ended by then, in one transaction.
+   */
+  blocks(change: BlockChange | undefined, now: number | undefined): KeptBlocks {
+    const at = now ?? Date.now();
+    const blocked = this.blocked ?? this.readBlocks();
+    if (change !== undefined) {
+      const { organization, endpoint, ms, reason } = change;
+      const key = blockKey(organization, endpoint);
+      // The rows of the blocks ended by now go with the change: a read never writes.
+      const ended = [...blocked].filter(([, block]) => block.until <= at);
+      const sql = this.ctx.storage.sql;
+      const remove = 'DELETE FROM ratecard_blocks WHERE organization = ? AND endpoint = ?';
+      const put = 'INSERT OR REPLACE INTO ratecard_blocks VALUES (?, ?, ?, ?)';
+      this.ctx.storage.transactionSync(() => {
+        for (const [, block] of ended) sql.exec(remove, block.organization, block.endpoint);
+        if (ms > 0) sql.exec(put, organization, endpoint, at + ms, reason);
+        else sql.exec(remove, organization, endpoint);
+      });
+      for (const [endedKey] of ended) blocked.delete(endedKey);
+      if (ms > 0) blocked.set(key, { organization, endpoint, until: at + ms, reason });
+      else blocked.delete(key);
+    }
+    return { now: at, blocks: [...blocked.values()].filter((block) => block.until > at) };
+  }
+
+  /**
+   * The blocks table, made by the first call to `blocks` (an organization's object never has one), read into the Map.
+   * WITHOUT ROWID, as the leases': a block written is one row written.
+   */
+  private readBlocks(): Map<string, KeptBlock> {
+    const sql = this.ctx.storage.sql;
+    sql.exec(`CREATE TABLE IF NOT EXISTS ratecard_blocks (
+      organization TEXT NOT NULL,
+      endpoint TEXT NOT NULL,
+      until INTEGER NOT NULL,
+      reason TEXT NOT NULL,
+      PRIMARY KEY (organization, endpoint)
+    ) WITHOUT ROWID`);
+    const blocked = new Map<string, KeptBlock>();
+    for (const { organization, endpoint, until, reason } of sql.exec<BlockRow>('SELECT * FROM ratecard_blocks')) {
+      blocked.set(blockKey(organization, endpoint), { organization, endpoint, until, reason });
+    }
+    this.blocked = blocked;
+    return blocked;
   }
 
   /** What the limits of a consume find at `at`, and the outcomes of charging `cost`: consume's and peek's reading. */

@@ -1,7 +1,11 @@
+import * as workers from 'cloudflare:workers';
 import {
+  type BlockChange,
   checkOptionKeys,
   clientClock,
   describeValue,
+  type KeptBlocks,
+  type KeptState,
   type Lease,
   type LeaseChange,
   type Limit,
@@ -50,7 +54,20 @@ export interface BucketsStub {
    * `deadline` (epoch ms), forgetting nothing.
    */
   reset(endpoint: string, names: readonly string[], deadline: number | undefined): Promise<boolean>;
+  /** The buckets and leases kept for `endpoint`, at `now` (or the object's clock), writing nothing. */
+  inspect(endpoint: string, now: number | undefined): Promise<KeptState>;
+  /** On the blocks object only: the blocks in force at `now` (or its clock), after making `change` when given. */
+  blocks(change: BlockChange | undefined, now: number | undefined): Promise<KeptBlocks>;
 }
+
+/**
+ * The name of the object that keeps the blocks (`limiter.block`), in the namespace of the organizations' objects: every
+ * process reads every block with one call at most a second apart, so they cannot live in each organization's object.
+ * The store names an organization's object by the organization, which the limiter allows at most 256 characters
+ * (code points); this name has 300, so no organization names this object, and `idFromName` gives distinct names
+ * distinct objects (test/names.test.ts), so this object holds no organization's buckets.
+ */
+export const BLOCKS_OBJECT: string = 'ratecard blocks: the blocks of every organization'.padEnd(300, '.');
 
 /**
  * The two members of a Durable Object namespace binding the store uses: `env.BUCKETS` when wrangler binds
@@ -200,6 +217,21 @@ class DurableObjectStore<Id> implements Store {
     }
   }
 
+  inspect(organization: string, endpoint: string): Promise<KeptState> {
+    return this.call(organization, (stub) => stub.inspect(endpoint, this.clockReading()));
+  }
+
+  /** One call to the blocks object (BLOCKS_OBJECT), which keeps every organization's blocks. */
+  blocks(change?: BlockChange): Promise<KeptBlocks> {
+    const answer = this.call(BLOCKS_OBJECT, (stub) => stub.blocks(change, this.clockReading()));
+    // The limiter reads blocks in the background, in whichever request's decision finds them half a second old, and
+    // other requests' decisions may wait for that read. A Worker's request that has answered would drop it unfinished
+    // (and a request waiting for a promise of one that has ended fails), so the read keeps its request alive until
+    // it is answered.
+    workers.waitUntil?.(answer.catch(() => undefined));
+    return answer;
+  }
+
   close(): void {
     this.closed = true;
   }
@@ -208,7 +240,10 @@ class DurableObjectStore<Id> implements Store {
     return this.now === undefined ? undefined : Math.floor(this.now());
   }
 
-  /** Sends a call to the organization's object; a failure to send, or one thrown in the object, rejects. */
+  /**
+   * Sends a call to the object named `organization` (or BLOCKS_OBJECT); a failure to send, or one thrown in the object,
+   * rejects.
+   */
   private async call<T>(organization: string, send: (stub: BucketsStub) => Promise<T>): Promise<T> {
     if (this.closed) throw new RateLimitError('store_closed', 'ratecard: the Durable Object store is closed');
     let stub = this.turn.get(organization);

@@ -3,8 +3,9 @@ import { type Call, call, prepareHarness, type WireLimit } from './support/harne
 import { startWorkerd, type Workerd, workerdRuns } from './support/workerd.js';
 
 // Durability: an organization's object charged in one workerd, which is then killed as a crash would (SIGKILL); a new
-// workerd on the same object storage finds the bucket exactly as it was charged, to the unit, and the leases held. The client clock
-// ('client', `now` sent with each call) keeps the units independent of how long the restart takes.
+// workerd on the same object storage finds the bucket exactly as it was charged, to the unit, the leases held, and the
+// blocks the blocks object keeps. The client clock ('client', `now` sent with each call) keeps the units independent
+// of how long the restart takes.
 
 /** A token every 6 s: 6 000 units a token, 1 unit a millisecond. */
 const TEN_A_MINUTE: WireLimit = { capacity: 10, refill: 10, intervalMs: 60_000, name: '1m' };
@@ -93,5 +94,20 @@ describe.runIf(workerdRuns())('durability across a restart of the runtime', () =
     });
     // b expires at T + 10 000 keeping its token: 48 000 units refilled by 10 000, less 6 000; both slots free.
     expect(await leases({ method: 'peek', limits, cost: 1, now: T + 10_000 })).toEqual({ outcomes: [46_000, 1] });
+  });
+
+  it('keeps blocks, and a quota of the period, after the runtime is killed', async () => {
+    const block = { organization: ORG, endpoint: '*', ms: 60_000, reason: 'abuse report 17' };
+    const ours = (answer: { blocks?: { blocks: readonly { organization: string }[] } }) =>
+      answer.blocks?.blocks.filter((kept) => kept.organization === ORG);
+    const kept = { organization: ORG, endpoint: '*', until: T + 60_000, reason: 'abuse report 17' };
+    expect(ours(await ask({ method: 'blocks', limits: [], block, now: T }))).toEqual([kept]);
+    const daily: WireLimit = { kind: 'quota', capacity: 5, per: 'day', name: 'day' };
+    expect(await ask({ method: 'consume', limits: [daily], cost: 5, now: T })).toEqual({ outcomes: [0] });
+    await (workerd as Workerd).stop('SIGKILL');
+    workerd = await startWorkerd(harness.dir);
+    expect(ours(await ask({ method: 'blocks', limits: [], now: T + 59_999 }))).toEqual([kept]);
+    expect(ours(await ask({ method: 'blocks', limits: [], now: T + 60_000 }))).toEqual([]);
+    expect(await ask({ method: 'peek', limits: [daily], cost: 1, now: T + 1_000 })).toEqual({ outcomes: [-1] });
   });
 });

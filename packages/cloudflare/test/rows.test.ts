@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BLOCKS_OBJECT } from '../src/store.js';
 import { type Call, call, prepareHarness, type WireLimit } from './support/harness.js';
 import { startWorkerd, type Workerd, workerdRuns } from './support/workerd.js';
 
@@ -30,15 +31,18 @@ describe.runIf(workerdRuns())('rows read and written per call', () => {
     harness?.remove();
   });
 
-  /** An organization of its own; `rows(body)` makes the call and answers it with the rows it read and wrote. */
+  /**
+   * An organization of its own; `rows(body)` makes the call and answers it with the rows it read and wrote in the
+   * object named `metered` (the organization's by default).
+   */
   function organization() {
     const org = `rows-${process.pid}-${Date.now()}-${organizations++}`;
-    const ask = (body: Omit<Call, 'organization' | 'endpoint' | 'binding'>) =>
-      call(workerd, { binding: 'METERED', organization: org, endpoint: 'POST /chat', now: T, ...body });
-    return async (body: Omit<Call, 'organization' | 'endpoint' | 'binding'>) => {
-      await ask({ method: 'metered', limits: [] });
+    const ask = (body: Omit<Call, 'organization' | 'endpoint' | 'binding'>, named = org) =>
+      call(workerd, { binding: 'METERED', organization: named, endpoint: 'POST /chat', now: T, ...body });
+    return async (body: Omit<Call, 'organization' | 'endpoint' | 'binding'>, metered = org) => {
+      await ask({ method: 'metered', limits: [] }, metered);
       const answer = await ask(body);
-      return { answer, rows: (await ask({ method: 'metered', limits: [] })).metered };
+      return { answer, rows: (await ask({ method: 'metered', limits: [] }, metered)).metered };
     };
   }
 
@@ -95,5 +99,38 @@ describe.runIf(workerdRuns())('rows read and written per call', () => {
     // The lease's row deleted (1 read, 1 written) and both its buckets written (1 read, 2 written each), the request
     // bucket once for the expiry and the consume together.
     expect(charged.rows).toEqual({ read: 3, written: 5 });
+  });
+
+  it('a quota: the rows of a token bucket', async () => {
+    const rows = organization();
+    const daily: WireLimit = { kind: 'quota', capacity: 1_000, per: 'day', name: 'daily' };
+    expect(await rows({ method: 'consume', limits: [daily], cost: 1 })).toEqual({
+      answer: { outcomes: [999] },
+      rows: { read: 0, written: 2 },
+    });
+    expect((await rows({ method: 'consume', limits: [daily], cost: 1 })).rows).toEqual({ read: 1, written: 2 });
+  });
+
+  it('an inspect reads and writes no row', async () => {
+    const rows = organization();
+    await rows(reserve('a'));
+    await rows({ method: 'consume', limits: [REQUESTS, TOKENS], cost: 1 });
+    const inspected = await rows({ method: 'inspect', limits: [] });
+    expect(inspected.answer.inspect?.buckets).toHaveLength(2);
+    expect(inspected.answer.inspect?.leases).toHaveLength(1);
+    expect(inspected.rows).toEqual({ read: 0, written: 0 });
+  });
+
+  it('blocks: a read reads and writes no row, a block or an unblock writes one', async () => {
+    const rows = organization();
+    const block = { organization: `rows-blocked-${process.pid}-${Date.now()}`, endpoint: '*', reason: 'r' };
+    // The first call reads the table into the object's memory (a row per block kept); the later ones read none.
+    await rows({ method: 'blocks', limits: [] }, BLOCKS_OBJECT);
+    expect((await rows({ method: 'blocks', limits: [] }, BLOCKS_OBJECT)).rows).toEqual({ read: 0, written: 0 });
+    const made = await rows({ method: 'blocks', limits: [], block: { ...block, ms: 60_000 } }, BLOCKS_OBJECT);
+    expect(made.rows).toEqual({ read: 0, written: 1 });
+    expect((await rows({ method: 'blocks', limits: [] }, BLOCKS_OBJECT)).rows).toEqual({ read: 0, written: 0 });
+    const lifted = await rows({ method: 'blocks', limits: [], block: { ...block, ms: 0 } }, BLOCKS_OBJECT);
+    expect(lifted.rows).toEqual({ read: 1, written: 1 });
   });
 });

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { BlockChange, KeptBlocks, KeptState } from '@ratecard/core';
 import { FIXTURES, prepareWorker, startWorkerd, type Workerd, type WranglerConfig } from './workerd.js';
 
 /**
@@ -43,21 +44,20 @@ export async function prepareHarness(): Promise<{ dir: string; storage: string; 
   return { dir, storage, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** A limit as the harness's `/call` takes it: a token bucket, or with kind 'concurrency' `concurrency(capacity)`. */
-export interface WireLimit {
-  kind?: 'concurrency';
-  capacity: number;
-  refill: number;
-  intervalMs: number;
-  name: string;
-}
+/**
+ * A limit as the harness's `/call` takes it: a token bucket, with kind 'concurrency' `concurrency(capacity)`, with kind
+ * 'quota' `quota(capacity, { per })` (in UTC) as the limit of the period the call's clock falls in.
+ */
+export type WireLimit =
+  | { kind?: 'concurrency'; capacity: number; refill: number; intervalMs: number; name: string }
+  | { kind: 'quota'; capacity: number; per: 'day' | 'week' | 'month'; name: string };
 
 export interface Call {
   /**
    * A store call; 'rows': RefusingBuckets' table; 'state', 'ring': SweptBuckets'; 'metered': MeteredBuckets'
    * (fixtures/harness.mjs).
    */
-  method: 'consume' | 'peek' | 'reset' | 'settle' | 'rows' | 'state' | 'ring' | 'metered';
+  method: 'consume' | 'peek' | 'reset' | 'settle' | 'inspect' | 'blocks' | 'rows' | 'state' | 'ring' | 'metered';
   /** The namespace binding; default BUCKETS. */
   binding?: string;
   organization: string;
@@ -71,6 +71,8 @@ export interface Call {
   lease?: { id: string; ms: number };
   /** settle's change. */
   change?: { id: string; actual: number | number[] } | { id: string; holdMs: number };
+  /** blocks' change. */
+  block?: BlockChange;
 }
 
 /** One store call through a running harness: the outcomes, or the error code the store threw. */
@@ -126,4 +128,6 @@ export interface Answer {
   ring?: number;
   /** MeteredBuckets' rows read and written since it was last asked. */
   metered?: { read: number; written: number };
+  inspect?: KeptState;
+  blocks?: KeptBlocks;
 }
