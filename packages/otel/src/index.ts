@@ -15,11 +15,14 @@ import {
   type ObservableResult,
 } from '@opentelemetry/api';
 import {
+  type BlockChange,
   checkOptionKeys,
   costAt,
   type Decision,
   type DecisionSource,
   describeValue,
+  type KeptBlocks,
+  type KeptState,
   type Lease,
   type LeaseChange,
   type LeaseEvent,
@@ -147,7 +150,7 @@ export const STORE_DURATION_BUCKETS: readonly number[] = Object.freeze([
 ]);
 
 const MODES: readonly Decision['mode'][] = ['enforce', 'shadow', 'unlimited'];
-const SOURCES: readonly DecisionSource[] = ['store', 'fallback', 'fail-open', 'fail-closed', 'none'];
+const SOURCES: readonly DecisionSource[] = ['store', 'fallback', 'fail-open', 'fail-closed', 'none', 'block'];
 /** The value of a bounded attribute whose value is not one of those counted one by one. */
 const OTHER = '_OTHER';
 /**
@@ -206,10 +209,11 @@ const MAX_ERROR_TYPES = 32;
 
 /**
  * The limit that refused a limited decision: the one that waits longest (ties to the first), as the
- * limiter chooses the limit it reports; undefined when the decision was not limited.
+ * limiter chooses the limit it reports; undefined when the decision was not limited, or an operator's block refused it
+ * (no limit did: its outcomes are made up, as if every bucket were empty).
  */
 function refusingLimit(decision: Decision): Limit | undefined {
-  if (!decision.limited) return undefined;
+  if (!decision.limited || decision.source === 'block') return undefined;
   const { limits, outcomes, cost } = decision;
   let most = limits[0];
   if (limits.length > 1) {
@@ -263,7 +267,7 @@ function errorType(error: unknown): string {
 }
 
 /**
- * Times a store's consume, settle and peek calls. The wrapper adds no promise of its own to the decision: outcomes come back
+ * Times a store's consume, settle and peek calls; reset, inspect, blocks and close pass through. The wrapper adds no promise of its own to the decision: outcomes come back
  * as they are, and a promise is returned unchanged, the timing riding on a side branch of it.
  */
 class TimedStore implements Store {
@@ -280,9 +284,12 @@ class TimedStore implements Store {
     this.shared = inner.shared;
     this.tellsQueueFromOutage = inner.tellsQueueFromOutage === true;
     this.ok = Object.freeze({ 'ratecard.store': name });
-    // A store written before leases has no settle, and the limiter's reserve refuses it before charging anything: the
-    // wrapper must not seem to have one.
-    if (typeof inner.settle !== 'function') Object.defineProperty(this, 'settle', { value: undefined });
+    // A store written before leases has no settle, and the limiter's reserve refuses it before charging anything; one
+    // written before operations has no inspect or blocks, and the limiter reads no blocks from it: the wrapper must not
+    // seem to have them.
+    for (const member of ['settle', 'inspect', 'blocks'] as const) {
+      if (typeof inner[member] !== 'function') Object.defineProperty(this, member, { value: undefined });
+    }
   }
 
   consume(
@@ -337,6 +344,14 @@ class TimedStore implements Store {
 
   reset(organization: string, endpoint: string, limits: readonly Limit[], budgetMs?: number): void | Promise<void> {
     return this.inner.reset(organization, endpoint, limits, budgetMs);
+  }
+
+  inspect(organization: string, endpoint: string): KeptState | Promise<KeptState> {
+    return this.inner.inspect(organization, endpoint);
+  }
+
+  blocks(change?: BlockChange): KeptBlocks | Promise<KeptBlocks> {
+    return this.inner.blocks(change);
   }
 
   close(): void | Promise<void> {

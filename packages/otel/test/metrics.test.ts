@@ -111,6 +111,12 @@ function histogramCounts(metrics: Map<string, MetricData>): Record<string, numbe
   return points;
 }
 
+/** The operations members of a test store that keeps nothing to inspect and no blocks. */
+const keepsNothing = {
+  inspect: () => ({ now: Date.now(), buckets: [], leases: [] }),
+  blocks: () => ({ now: Date.now(), blocks: [] }),
+};
+
 const developer = (organization: string, endpoint: string): LimitRequest => ({
   organization,
   endpoint,
@@ -271,6 +277,30 @@ describe('ratecard.decisions', () => {
     expect(Object.keys(points)).toHaveLength(1 + 64 + 1);
   });
 
+  it("counts decisions an operator's block refused under source block, by rule, naming no limit", async () => {
+    const limiter = createLimiter({ store: metrics.memory(memoryStore()), onDecision: metrics.onDecision });
+    await limiter.block({ organization: 'org_a', endpoint: 'POST /browsers', forMs: 60_000, reason: 'incident 42' });
+    await times(3, limiter, developer('org_a', 'POST /browsers'));
+    await times(2, limiter, developer('org_a', 'GET /browsers'));
+    await limiter.unblock({ organization: 'org_a', endpoint: 'POST /browsers' });
+    await times(1, limiter, developer('org_a', 'POST /browsers'));
+    const collected = await otel.collect();
+    const blocked = label({
+      'ratecard.rule': 'POST /browsers',
+      'ratecard.mode': 'enforce',
+      'ratecard.outcome': 'limited',
+      'ratecard.source': 'block',
+      'ratecard.plan': 'developer',
+    });
+    expect(sums(collected, 'ratecard.decisions')).toEqual({
+      [blocked]: 3,
+      [decision('POST /browsers', 'enforce', 'allowed', 'store')]: 1,
+      [decision(null, 'unlimited', 'allowed', 'none')]: 2,
+    });
+    // Blocked decisions never reached the store: only the last consume was timed.
+    expect(histogramCounts(collected)).toEqual({ 'ratecard.store=memory': 1 });
+  });
+
   it('counts decisions from limiters sharing one metrics object together', async () => {
     const first = createLimiter({ store: memoryStore(), onDecision: metrics.onDecision });
     const second = createLimiter({ store: memoryStore(), onDecision: metrics.onDecision });
@@ -290,6 +320,7 @@ describe('ratecard.store.duration', () => {
     let answering: Promise<Outcome[]> | undefined;
     const slow: Store = {
       shared: false,
+      ...keepsNothing,
       consume: () => {
         answering = new Promise<Outcome[]>((resolve) => {
           answer = () => resolve([0]);
@@ -333,6 +364,7 @@ describe('ratecard.store.duration', () => {
     const budgets: (number | undefined)[] = [];
     const recording: Store = {
       shared: false,
+      ...keepsNothing,
       consume: (_organization, _endpoint, _limits, _cost, budgetMs) => {
         budgets.push(budgetMs);
         return [0];
@@ -353,6 +385,7 @@ describe('ratecard.store.duration', () => {
   it('marks a store that throws with its error code, and the decision still goes by the policy', async () => {
     const broken: Store = {
       shared: false,
+      ...keepsNothing,
       consume: () => {
         throw new RateLimitError('store_unavailable', 'ratecard: down');
       },
@@ -468,6 +501,11 @@ describe('ratecard.leases', () => {
     } as unknown as Store;
     const limiter = createLimiter({ store: metrics.store(old, 'old'), plans });
     await expect(limiter.reserve(free('org_a'))).rejects.toMatchObject({ code: 'invalid_option' });
+    // Nor inspect or blocks: the limiter reads no blocks from it and still decides.
+    expect(metrics.store(old, 'old')).toMatchObject({ settle: undefined, inspect: undefined, blocks: undefined });
+    expect((await limiter.consume({ organization: 'org_a', endpoint: 'GET /x', limits: perMinute(1) })).allowed).toBe(
+      true,
+    );
   });
 });
 
@@ -523,6 +561,7 @@ function redisLike(): RedisStoreWithStats {
   const zero = { sent: 0, batches: 0, largestBatch: 0, denyCacheHits: 0, denyCacheSize: 0, scriptReloads: 0 };
   return {
     shared: true,
+    ...keepsNothing,
     consume: () => Promise.resolve([]),
     settle: () => Promise.resolve(false),
     peek: () => Promise.resolve([]),
