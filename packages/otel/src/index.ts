@@ -106,7 +106,7 @@ export interface RedisStoreWithStats extends Store {
 /** Options of `limiterMetrics().memory` and `.redis`. */
 export interface StoreMetricsOptions {
   /**
-   * Time the store's calls on `ratecard.store.duration`; default true. A memory store answers in well under a
+   * Time the store's calls on `ratecard.store.duration_seconds`; default true. A memory store answers in well under a
    * microsecond, less than recording the time costs: false keeps only its counters.
    */
   time?: boolean;
@@ -474,7 +474,7 @@ class OtelLimiterMetrics implements LimiterMetrics {
         unit: '{decision}',
       })
       .addCallback(this.observeDecisions);
-    this.duration = this.meter.createHistogram('ratecard.store.duration', {
+    this.duration = this.meter.createHistogram('ratecard.store.duration_seconds', {
       description:
         'Duration of store calls (consume, settle and peek), with error.type when the call failed or ran over budget.',
       unit: 's',

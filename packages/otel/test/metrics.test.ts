@@ -101,8 +101,8 @@ function gauges(metrics: Map<string, MetricData>, name: string): Record<string, 
 
 /** Every data point of the store duration histogram, as attribute set → count of calls. */
 function histogramCounts(metrics: Map<string, MetricData>): Record<string, number> {
-  const metric = metrics.get('ratecard.store.duration');
-  if (metric === undefined) throw new Error('no ratecard.store.duration');
+  const metric = metrics.get('ratecard.store.duration_seconds');
+  if (metric === undefined) throw new Error('no ratecard.store.duration_seconds');
   expect(metric.dataPointType).toBe(DataPointType.HISTOGRAM);
   const points: Record<string, number> = {};
   for (const point of metric.dataPoints) {
@@ -312,7 +312,7 @@ describe('ratecard.decisions', () => {
   });
 });
 
-describe('ratecard.store.duration', () => {
+describe('ratecard.store.duration_seconds', () => {
   it('marks a call that answered after the limiter stopped waiting with error.type store_timeout', async () => {
     // The store answers when the test says, once the limiter has stopped waiting: an answer on a 60 ms timer of its
     // own came before the deadline was judged when the event loop stalled past both (a starved CPU), and was taken.
@@ -352,7 +352,7 @@ describe('ratecard.store.duration', () => {
       'ratecard.store=slow': 1,
       'ratecard.store=memory': 1,
     });
-    const histogram = collected.get('ratecard.store.duration');
+    const histogram = collected.get('ratecard.store.duration_seconds');
     expect(histogram?.descriptor.unit).toBe('s');
     const late = histogram?.dataPoints.find((point) => point.attributes['error.type'] === 'store_timeout');
     // Seconds, not milliseconds: the slow call took 60 ms.
@@ -410,7 +410,7 @@ describe('ratecard.store.duration', () => {
     const limiter = createLimiter({ store: memory, onDecision: metrics.onDecision });
     await times(2, limiter, developer('org_a', 'POST /browsers'));
     const collected = await otel.collect();
-    expect(collected.has('ratecard.store.duration')).toBe(false);
+    expect(collected.has('ratecard.store.duration_seconds')).toBe(false);
     expect(sums(collected, 'ratecard.memory.buckets.held')).toEqual({ '': 1 });
     expect(Object.values(sums(collected, 'ratecard.decisions'))).toEqual([2]);
   });
@@ -570,6 +570,29 @@ function redisLike(): RedisStoreWithStats {
     stats: () => ({ ...zero, unavailable: 0, expired: 0, late: 0, rerouted: 0, queued: 0 }),
   };
 }
+
+describe('the unit in the name', () => {
+  it('names the store histogram with its unit, and the View docs/observability.md gives renames it back', async () => {
+    const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+    const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
+    const provider = new MeterProvider({
+      readers: [reader],
+      views: [{ instrumentName: 'ratecard.store.duration_seconds', name: 'ratecard.store.duration' }],
+    });
+    const viewed = limiterMetrics({ meterProvider: provider });
+    await createLimiter({ store: viewed.memory(memoryStore()) }).consume(developer('org_a', 'POST /browsers'));
+    await reader.forceFlush();
+    const durations = exporter
+      .getMetrics()
+      .flatMap((resource) => resource.scopeMetrics.flatMap((scope) => scope.metrics.map((metric) => metric.descriptor)))
+      .filter((descriptor) => descriptor.name.startsWith('ratecard.store.duration'));
+    expect(durations).toEqual([expect.objectContaining({ name: 'ratecard.store.duration', unit: 's' })]);
+    await provider.shutdown();
+    await createLimiter({ store: metrics.memory(memoryStore()) }).consume(developer('org_a', 'POST /browsers'));
+    const collected = await otel.collect();
+    expect(collected.get('ratecard.store.duration_seconds')?.descriptor.unit).toBe('s');
+  });
+});
 
 describe('options', () => {
   it('refuses what is not a meter provider, a store, or a store name', () => {
