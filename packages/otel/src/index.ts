@@ -36,6 +36,7 @@ import {
   type Reservation,
   retryAfterSeconds,
   type Store,
+  unitsAfter,
 } from '@ratecard/core';
 import packageJson from '../package.json' with { type: 'json' };
 
@@ -118,9 +119,10 @@ const STORE_METRICS_OPTIONS = { time: true } satisfies Record<keyof StoreMetrics
 /** The instruments of one meter, and the hooks that feed them (docs/observability.md lists every instrument). */
 export interface LimiterMetrics {
   /**
-   * Counts a decision on `ratecard.decisions`: pass it as `createLimiter`'s `onDecision`, or call it from yours.
-   * Attributes: rule, mode, outcome, source, plan and, on a limited decision, the limit that refused it; never the
-   * organization or anything else per key.
+   * Counts a decision on `ratecard.decisions`, and records the share of each quota it left on
+   * `ratecard.quota.remaining_ratio`: pass it as `createLimiter`'s `onDecision`, or call it from yours. Attributes:
+   * rule, mode, outcome, source, plan and, on a limited decision, the limit that refused it; never the organization or
+   * anything else per key.
    */
   readonly onDecision: (decision: Decision, request: LimitRequest) => void;
   /**
@@ -148,6 +150,12 @@ export interface LimiterMetrics {
 export const STORE_DURATION_BUCKETS: readonly number[] = Object.freeze([
   0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
 ]);
+
+/**
+ * Bucket bounds for the share of a quota left, 0 to 1: `le="0"` counts the decisions that found it spent, `le="0.1"`
+ * those within its last tenth. Finer near 0, where a customer is about to be refused.
+ */
+export const QUOTA_REMAINING_BUCKETS: readonly number[] = Object.freeze([0, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75]);
 
 const MODES: readonly Decision['mode'][] = ['enforce', 'shadow', 'unlimited'];
 const SOURCES: readonly DecisionSource[] = ['store', 'fallback', 'fail-open', 'fail-closed', 'none', 'block'];
@@ -454,6 +462,9 @@ class OtelLimiterMetrics implements LimiterMetrics {
   private sweepAt = LEASE_SWEEP_SIZE;
   /** Leases past MAX_RULES attribute sets, counted under the overflow set. */
   private readonly leaseOverflow: LeaseTally = leaseTally(OVERFLOW);
+  private readonly quotaRemaining: Histogram;
+  /** rule, plan index and quota limit index → the attribute set of `ratecard.quota.remaining_ratio`. */
+  private readonly quotaAttributes = new Map<string, Attributes>();
 
   constructor(options: LimiterMetricsOptions) {
     const provider = options.meterProvider ?? metrics.getMeterProvider();
@@ -479,6 +490,12 @@ class OtelLimiterMetrics implements LimiterMetrics {
         'Duration of store calls (consume, settle and peek), with error.type when the call failed or ran over budget.',
       unit: 's',
       advice: { explicitBucketBoundaries: [...STORE_DURATION_BUCKETS] },
+    });
+    this.quotaRemaining = this.meter.createHistogram('ratecard.quota.remaining_ratio', {
+      description:
+        "The share of a quota left after each decision the store made on it (on a refusal, what it holds), by rule, plan and the quota's name.",
+      unit: '1',
+      advice: { explicitBucketBoundaries: [...QUOTA_REMAINING_BUCKETS] },
     });
     const held = this.meter.createObservableUpDownCounter('ratecard.leases.held', {
       description:
@@ -508,6 +525,13 @@ class OtelLimiterMetrics implements LimiterMetrics {
 
   readonly onDecision = (decision: Decision, request: LimitRequest): void => {
     this.tallyFor(decision, request.plan).count++;
+    // Only the store's figures: a fallback counts a quota afresh from each outage, the policies and blocks make theirs up.
+    if (decision.source === 'store') {
+      const { limits } = decision;
+      for (let i = 0; i < limits.length; i++) {
+        if ((limits[i] as Limit).kind === 'quota') this.recordQuota(decision, i, request.plan);
+      }
+    }
     // A reservation the store admitted holds a lease until onLease says it ended.
     if ((decision as Partial<Reservation>).held === true) {
       const reservation = decision as Reservation;
@@ -581,6 +605,31 @@ class OtelLimiterMetrics implements LimiterMetrics {
       tallies.set(index, tally);
     }
     return tally;
+  }
+
+  /** Records the share of the decision's i-th limit, a quota, left after it (or held, on a refusal). */
+  private recordQuota(decision: Decision, i: number, plan: string | undefined): void {
+    const limit = decision.limits[i] as Limit;
+    const tokens = Math.floor(unitsAfter(decision.outcomes[i] as Outcome) / limit.unitsPerToken);
+    const share = Math.min(1, Math.max(0, tokens / limit.capacity));
+    const planIndex = plan === undefined ? 0 : (this.plans.get(plan) ?? 1);
+    const limitIndex = this.limitIndex(limit.name);
+    const rule = decision.rule ?? '';
+    const key = `${planIndex} ${limitIndex} ${rule}`;
+    let attributes = this.quotaAttributes.get(key);
+    if (attributes === undefined) {
+      if (this.quotaAttributes.size >= MAX_RULES) {
+        attributes = OVERFLOW;
+      } else {
+        const made: Attributes = {};
+        if (decision.rule !== null) made['ratecard.rule'] = decision.rule;
+        if (planIndex !== 0) made['ratecard.plan'] = planIndex === 1 ? OTHER : (plan as string);
+        made['ratecard.limit'] = limitIndex === 1 ? OTHER : limit.name;
+        attributes = Object.freeze(made);
+        this.quotaAttributes.set(key, attributes);
+      }
+    }
+    this.quotaRemaining.record(share, attributes);
   }
 
   /**

@@ -17,6 +17,7 @@ import {
   perHour,
   perMinute,
   perSecond,
+  quota,
   RateLimitError,
   type Store,
   tokenBucket,
@@ -422,6 +423,66 @@ describe('ratecard.store.duration_seconds', () => {
   });
 });
 
+describe('ratecard.quota.remaining_ratio', () => {
+  const plans = { starter: [quota(10, { per: 'day', name: 'daily' }), perSecond(100)] };
+  const starter = (organization: string): LimitRequest => ({ organization, endpoint: 'POST /search', plan: 'starter' });
+
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('records the share of a quota left after each decision the store made, by rule, plan and quota name', async () => {
+    // Midday, so that the day's period cannot end during the test.
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.parse('2026-03-10T12:00:00Z') });
+    metrics = limiterMetrics({ meterProvider: otel.provider, plans });
+    const limiter = createLimiter({ store: metrics.memory(memoryStore()), plans, onDecision: metrics.onDecision });
+    // 9 to 0 tokens left, then a refusal that finds none.
+    await times(11, limiter, starter('org_a'));
+    // Blocked decisions carry no figures of the store's: not recorded.
+    await limiter.block({ organization: 'org_b', forMs: 60_000 });
+    await times(2, limiter, starter('org_b'));
+    const metric = (await otel.collect()).get('ratecard.quota.remaining_ratio');
+    expect(metric?.descriptor.unit).toBe('1');
+    expect(metric?.dataPointType).toBe(DataPointType.HISTOGRAM);
+    expect(metric?.dataPoints).toHaveLength(1);
+    const point = metric?.dataPoints[0];
+    expect(point?.attributes).toEqual({
+      'ratecard.rule': 'ALL /*',
+      'ratecard.plan': 'starter',
+      'ratecard.limit': 'daily',
+    });
+    const histogram = point?.value as {
+      count: number;
+      sum: number;
+      buckets: { boundaries: number[]; counts: number[] };
+    };
+    expect(histogram.count).toBe(11);
+    expect(histogram.sum).toBeCloseTo(4.5, 9);
+    expect(histogram.buckets.boundaries).toEqual([0, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75]);
+    // Spent (0 left, twice), 0.1, 0.2, 0.3 to 0.5, 0.6 and 0.7, 0.8 and 0.9.
+    expect(histogram.buckets.counts).toEqual([2, 0, 0, 1, 1, 3, 2, 2]);
+  });
+
+  it('records nothing for a decision without a quota, or one the failure policy made', async () => {
+    const down: Store = {
+      shared: false,
+      ...keepsNothing,
+      consume: () => Promise.reject(new RateLimitError('store_unavailable', 'ratecard: down')),
+      settle: () => false,
+      peek: () => [0],
+      reset: () => {},
+      close: () => {},
+    };
+    const failing = createLimiter({ store: down, plans, onStoreError: 'allow', onDecision: metrics.onDecision });
+    await failing.consume(starter('org_a'));
+    const plain = createLimiter({ store: memoryStore(), onDecision: metrics.onDecision });
+    await plain.consume(developer('org_a', 'POST /browsers'));
+    const collected = await otel.collect();
+    expect(collected.has('ratecard.quota.remaining_ratio')).toBe(false);
+    expect(Object.values(sums(collected, 'ratecard.decisions'))).toEqual([1, 1]);
+  });
+});
+
 describe('ratecard.leases', () => {
   const sessions = concurrency(3, { name: 'sessions' });
   const plans = { free: [sessions, perMinute(100)] };
@@ -534,6 +595,7 @@ describe('docs/observability.md', () => {
     });
     metrics.redis(redisStore({ client }));
     await limiter.consume(developer('org_a', 'POST /browsers'));
+    await limiter.consume({ organization: 'org_a', endpoint: 'POST /search', limits: quota(10, { per: 'month' }) });
     await (await limiter.reserve(developer('org_a', 'POST /browsers'))).settle();
     const made = [...(await otel.collect()).values()].map(
       (metric) => `${metric.descriptor.name} ${metric.descriptor.unit}`,
