@@ -15,11 +15,14 @@ import {
   type ObservableResult,
 } from '@opentelemetry/api';
 import {
+  type BlockChange,
   checkOptionKeys,
   costAt,
   type Decision,
   type DecisionSource,
   describeValue,
+  type KeptBlocks,
+  type KeptState,
   type Lease,
   type LeaseChange,
   type LeaseEvent,
@@ -33,6 +36,7 @@ import {
   type Reservation,
   retryAfterSeconds,
   type Store,
+  unitsAfter,
 } from '@ratecard/core';
 import packageJson from '../package.json' with { type: 'json' };
 
@@ -103,7 +107,7 @@ export interface RedisStoreWithStats extends Store {
 /** Options of `limiterMetrics().memory` and `.redis`. */
 export interface StoreMetricsOptions {
   /**
-   * Time the store's calls on `ratecard.store.duration`; default true. A memory store answers in well under a
+   * Time the store's calls on `ratecard.store.duration_seconds`; default true. A memory store answers in well under a
    * microsecond, less than recording the time costs: false keeps only its counters.
    */
   time?: boolean;
@@ -115,9 +119,10 @@ const STORE_METRICS_OPTIONS = { time: true } satisfies Record<keyof StoreMetrics
 /** The instruments of one meter, and the hooks that feed them (docs/observability.md lists every instrument). */
 export interface LimiterMetrics {
   /**
-   * Counts a decision on `ratecard.decisions`: pass it as `createLimiter`'s `onDecision`, or call it from yours.
-   * Attributes: rule, mode, outcome, source, plan and, on a limited decision, the limit that refused it; never the
-   * organization or anything else per key.
+   * Counts a decision on `ratecard.decisions`, and records the share of each quota it left on
+   * `ratecard.quota.remaining_ratio`: pass it as `createLimiter`'s `onDecision`, or call it from yours. Attributes:
+   * rule, mode, outcome, source, plan and, on a limited decision, the limit that refused it; never the organization or
+   * anything else per key.
    */
   readonly onDecision: (decision: Decision, request: LimitRequest) => void;
   /**
@@ -146,8 +151,14 @@ export const STORE_DURATION_BUCKETS: readonly number[] = Object.freeze([
   0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
 ]);
 
+/**
+ * Bucket bounds for the share of a quota left, 0 to 1: `le="0"` counts the decisions that found it spent, `le="0.1"`
+ * those within its last tenth. Finer near 0, where a customer is about to be refused.
+ */
+export const QUOTA_REMAINING_BUCKETS: readonly number[] = Object.freeze([0, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75]);
+
 const MODES: readonly Decision['mode'][] = ['enforce', 'shadow', 'unlimited'];
-const SOURCES: readonly DecisionSource[] = ['store', 'fallback', 'fail-open', 'fail-closed', 'none'];
+const SOURCES: readonly DecisionSource[] = ['store', 'fallback', 'fail-open', 'fail-closed', 'none', 'block'];
 /** The value of a bounded attribute whose value is not one of those counted one by one. */
 const OTHER = '_OTHER';
 /**
@@ -206,10 +217,11 @@ const MAX_ERROR_TYPES = 32;
 
 /**
  * The limit that refused a limited decision: the one that waits longest (ties to the first), as the
- * limiter chooses the limit it reports; undefined when the decision was not limited.
+ * limiter chooses the limit it reports; undefined when the decision was not limited, or an operator's block refused it
+ * (no limit did: its outcomes are made up, as if every bucket were empty).
  */
 function refusingLimit(decision: Decision): Limit | undefined {
-  if (!decision.limited) return undefined;
+  if (!decision.limited || decision.source === 'block') return undefined;
   const { limits, outcomes, cost } = decision;
   let most = limits[0];
   if (limits.length > 1) {
@@ -263,7 +275,7 @@ function errorType(error: unknown): string {
 }
 
 /**
- * Times a store's consume, settle and peek calls. The wrapper adds no promise of its own to the decision: outcomes come back
+ * Times a store's consume, settle and peek calls; reset, inspect, blocks and close pass through. The wrapper adds no promise of its own to the decision: outcomes come back
  * as they are, and a promise is returned unchanged, the timing riding on a side branch of it.
  */
 class TimedStore implements Store {
@@ -280,9 +292,12 @@ class TimedStore implements Store {
     this.shared = inner.shared;
     this.tellsQueueFromOutage = inner.tellsQueueFromOutage === true;
     this.ok = Object.freeze({ 'ratecard.store': name });
-    // A store written before leases has no settle, and the limiter's reserve refuses it before charging anything: the
-    // wrapper must not seem to have one.
-    if (typeof inner.settle !== 'function') Object.defineProperty(this, 'settle', { value: undefined });
+    // A store written before leases has no settle, and the limiter's reserve refuses it before charging anything; one
+    // written before operations has no inspect or blocks, and the limiter reads no blocks from it: the wrapper must not
+    // seem to have them.
+    for (const member of ['settle', 'inspect', 'blocks'] as const) {
+      if (typeof inner[member] !== 'function') Object.defineProperty(this, member, { value: undefined });
+    }
   }
 
   consume(
@@ -337,6 +352,14 @@ class TimedStore implements Store {
 
   reset(organization: string, endpoint: string, limits: readonly Limit[], budgetMs?: number): void | Promise<void> {
     return this.inner.reset(organization, endpoint, limits, budgetMs);
+  }
+
+  inspect(organization: string, endpoint: string): KeptState | Promise<KeptState> {
+    return this.inner.inspect(organization, endpoint);
+  }
+
+  blocks(change?: BlockChange): KeptBlocks | Promise<KeptBlocks> {
+    return this.inner.blocks(change);
   }
 
   close(): void | Promise<void> {
@@ -439,6 +462,9 @@ class OtelLimiterMetrics implements LimiterMetrics {
   private sweepAt = LEASE_SWEEP_SIZE;
   /** Leases past MAX_RULES attribute sets, counted under the overflow set. */
   private readonly leaseOverflow: LeaseTally = leaseTally(OVERFLOW);
+  private readonly quotaRemaining: Histogram;
+  /** rule, plan index and quota limit index → the attribute set of `ratecard.quota.remaining_ratio`. */
+  private readonly quotaAttributes = new Map<string, Attributes>();
 
   constructor(options: LimiterMetricsOptions) {
     const provider = options.meterProvider ?? metrics.getMeterProvider();
@@ -459,11 +485,17 @@ class OtelLimiterMetrics implements LimiterMetrics {
         unit: '{decision}',
       })
       .addCallback(this.observeDecisions);
-    this.duration = this.meter.createHistogram('ratecard.store.duration', {
+    this.duration = this.meter.createHistogram('ratecard.store.duration_seconds', {
       description:
         'Duration of store calls (consume, settle and peek), with error.type when the call failed or ran over budget.',
       unit: 's',
       advice: { explicitBucketBoundaries: [...STORE_DURATION_BUCKETS] },
+    });
+    this.quotaRemaining = this.meter.createHistogram('ratecard.quota.remaining_ratio', {
+      description:
+        "The share of a quota left after each decision the store made on it (on a refusal, what it holds), by rule, plan and the quota's name.",
+      unit: '1',
+      advice: { explicitBucketBoundaries: [...QUOTA_REMAINING_BUCKETS] },
     });
     const held = this.meter.createObservableUpDownCounter('ratecard.leases.held', {
       description:
@@ -493,6 +525,13 @@ class OtelLimiterMetrics implements LimiterMetrics {
 
   readonly onDecision = (decision: Decision, request: LimitRequest): void => {
     this.tallyFor(decision, request.plan).count++;
+    // Only the store's figures: a fallback counts a quota afresh from each outage, the policies and blocks make theirs up.
+    if (decision.source === 'store') {
+      const { limits } = decision;
+      for (let i = 0; i < limits.length; i++) {
+        if ((limits[i] as Limit).kind === 'quota') this.recordQuota(decision, i, request.plan);
+      }
+    }
     // A reservation the store admitted holds a lease until onLease says it ended.
     if ((decision as Partial<Reservation>).held === true) {
       const reservation = decision as Reservation;
@@ -566,6 +605,31 @@ class OtelLimiterMetrics implements LimiterMetrics {
       tallies.set(index, tally);
     }
     return tally;
+  }
+
+  /** Records the share of the decision's i-th limit, a quota, left after it (or held, on a refusal). */
+  private recordQuota(decision: Decision, i: number, plan: string | undefined): void {
+    const limit = decision.limits[i] as Limit;
+    const tokens = Math.floor(unitsAfter(decision.outcomes[i] as Outcome) / limit.unitsPerToken);
+    const share = Math.min(1, Math.max(0, tokens / limit.capacity));
+    const planIndex = plan === undefined ? 0 : (this.plans.get(plan) ?? 1);
+    const limitIndex = this.limitIndex(limit.name);
+    const rule = decision.rule ?? '';
+    const key = `${planIndex} ${limitIndex} ${rule}`;
+    let attributes = this.quotaAttributes.get(key);
+    if (attributes === undefined) {
+      if (this.quotaAttributes.size >= MAX_RULES) {
+        attributes = OVERFLOW;
+      } else {
+        const made: Attributes = {};
+        if (decision.rule !== null) made['ratecard.rule'] = decision.rule;
+        if (planIndex !== 0) made['ratecard.plan'] = planIndex === 1 ? OTHER : (plan as string);
+        made['ratecard.limit'] = limitIndex === 1 ? OTHER : limit.name;
+        attributes = Object.freeze(made);
+        this.quotaAttributes.set(key, attributes);
+      }
+    }
+    this.quotaRemaining.record(share, attributes);
   }
 
   /**

@@ -17,6 +17,7 @@ import {
   perHour,
   perMinute,
   perSecond,
+  quota,
   RateLimitError,
   type Store,
   tokenBucket,
@@ -101,8 +102,8 @@ function gauges(metrics: Map<string, MetricData>, name: string): Record<string, 
 
 /** Every data point of the store duration histogram, as attribute set → count of calls. */
 function histogramCounts(metrics: Map<string, MetricData>): Record<string, number> {
-  const metric = metrics.get('ratecard.store.duration');
-  if (metric === undefined) throw new Error('no ratecard.store.duration');
+  const metric = metrics.get('ratecard.store.duration_seconds');
+  if (metric === undefined) throw new Error('no ratecard.store.duration_seconds');
   expect(metric.dataPointType).toBe(DataPointType.HISTOGRAM);
   const points: Record<string, number> = {};
   for (const point of metric.dataPoints) {
@@ -110,6 +111,12 @@ function histogramCounts(metrics: Map<string, MetricData>): Record<string, numbe
   }
   return points;
 }
+
+/** The operations members of a test store that keeps nothing to inspect and no blocks. */
+const keepsNothing = {
+  inspect: () => ({ now: Date.now(), buckets: [], leases: [] }),
+  blocks: () => ({ now: Date.now(), blocks: [] }),
+};
 
 const developer = (organization: string, endpoint: string): LimitRequest => ({
   organization,
@@ -271,6 +278,30 @@ describe('ratecard.decisions', () => {
     expect(Object.keys(points)).toHaveLength(1 + 64 + 1);
   });
 
+  it("counts decisions an operator's block refused under source block, by rule, naming no limit", async () => {
+    const limiter = createLimiter({ store: metrics.memory(memoryStore()), onDecision: metrics.onDecision });
+    await limiter.block({ organization: 'org_a', endpoint: 'POST /browsers', forMs: 60_000, reason: 'incident 42' });
+    await times(3, limiter, developer('org_a', 'POST /browsers'));
+    await times(2, limiter, developer('org_a', 'GET /browsers'));
+    await limiter.unblock({ organization: 'org_a', endpoint: 'POST /browsers' });
+    await times(1, limiter, developer('org_a', 'POST /browsers'));
+    const collected = await otel.collect();
+    const blocked = label({
+      'ratecard.rule': 'POST /browsers',
+      'ratecard.mode': 'enforce',
+      'ratecard.outcome': 'limited',
+      'ratecard.source': 'block',
+      'ratecard.plan': 'developer',
+    });
+    expect(sums(collected, 'ratecard.decisions')).toEqual({
+      [blocked]: 3,
+      [decision('POST /browsers', 'enforce', 'allowed', 'store')]: 1,
+      [decision(null, 'unlimited', 'allowed', 'none')]: 2,
+    });
+    // Blocked decisions never reached the store: only the last consume was timed.
+    expect(histogramCounts(collected)).toEqual({ 'ratecard.store=memory': 1 });
+  });
+
   it('counts decisions from limiters sharing one metrics object together', async () => {
     const first = createLimiter({ store: memoryStore(), onDecision: metrics.onDecision });
     const second = createLimiter({ store: memoryStore(), onDecision: metrics.onDecision });
@@ -282,7 +313,7 @@ describe('ratecard.decisions', () => {
   });
 });
 
-describe('ratecard.store.duration', () => {
+describe('ratecard.store.duration_seconds', () => {
   it('marks a call that answered after the limiter stopped waiting with error.type store_timeout', async () => {
     // The store answers when the test says, once the limiter has stopped waiting: an answer on a 60 ms timer of its
     // own came before the deadline was judged when the event loop stalled past both (a starved CPU), and was taken.
@@ -290,6 +321,7 @@ describe('ratecard.store.duration', () => {
     let answering: Promise<Outcome[]> | undefined;
     const slow: Store = {
       shared: false,
+      ...keepsNothing,
       consume: () => {
         answering = new Promise<Outcome[]>((resolve) => {
           answer = () => resolve([0]);
@@ -321,7 +353,7 @@ describe('ratecard.store.duration', () => {
       'ratecard.store=slow': 1,
       'ratecard.store=memory': 1,
     });
-    const histogram = collected.get('ratecard.store.duration');
+    const histogram = collected.get('ratecard.store.duration_seconds');
     expect(histogram?.descriptor.unit).toBe('s');
     const late = histogram?.dataPoints.find((point) => point.attributes['error.type'] === 'store_timeout');
     // Seconds, not milliseconds: the slow call took 60 ms.
@@ -333,6 +365,7 @@ describe('ratecard.store.duration', () => {
     const budgets: (number | undefined)[] = [];
     const recording: Store = {
       shared: false,
+      ...keepsNothing,
       consume: (_organization, _endpoint, _limits, _cost, budgetMs) => {
         budgets.push(budgetMs);
         return [0];
@@ -353,6 +386,7 @@ describe('ratecard.store.duration', () => {
   it('marks a store that throws with its error code, and the decision still goes by the policy', async () => {
     const broken: Store = {
       shared: false,
+      ...keepsNothing,
       consume: () => {
         throw new RateLimitError('store_unavailable', 'ratecard: down');
       },
@@ -377,7 +411,7 @@ describe('ratecard.store.duration', () => {
     const limiter = createLimiter({ store: memory, onDecision: metrics.onDecision });
     await times(2, limiter, developer('org_a', 'POST /browsers'));
     const collected = await otel.collect();
-    expect(collected.has('ratecard.store.duration')).toBe(false);
+    expect(collected.has('ratecard.store.duration_seconds')).toBe(false);
     expect(sums(collected, 'ratecard.memory.buckets.held')).toEqual({ '': 1 });
     expect(Object.values(sums(collected, 'ratecard.decisions'))).toEqual([2]);
   });
@@ -386,6 +420,66 @@ describe('ratecard.store.duration', () => {
     const timed = metrics.memory(memoryStore());
     expect(timed.consume('org_a', 'POST /browsers', [perMinute(10)], 1)).toEqual([9 * 6000]);
     expect(timed.shared).toBe(false);
+  });
+});
+
+describe('ratecard.quota.remaining_ratio', () => {
+  const plans = { starter: [quota(10, { per: 'day', name: 'daily' }), perSecond(100)] };
+  const starter = (organization: string): LimitRequest => ({ organization, endpoint: 'POST /search', plan: 'starter' });
+
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('records the share of a quota left after each decision the store made, by rule, plan and quota name', async () => {
+    // Midday, so that the day's period cannot end during the test.
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.parse('2026-03-10T12:00:00Z') });
+    metrics = limiterMetrics({ meterProvider: otel.provider, plans });
+    const limiter = createLimiter({ store: metrics.memory(memoryStore()), plans, onDecision: metrics.onDecision });
+    // 9 to 0 tokens left, then a refusal that finds none.
+    await times(11, limiter, starter('org_a'));
+    // Blocked decisions carry no figures of the store's: not recorded.
+    await limiter.block({ organization: 'org_b', forMs: 60_000 });
+    await times(2, limiter, starter('org_b'));
+    const metric = (await otel.collect()).get('ratecard.quota.remaining_ratio');
+    expect(metric?.descriptor.unit).toBe('1');
+    expect(metric?.dataPointType).toBe(DataPointType.HISTOGRAM);
+    expect(metric?.dataPoints).toHaveLength(1);
+    const point = metric?.dataPoints[0];
+    expect(point?.attributes).toEqual({
+      'ratecard.rule': 'ALL /*',
+      'ratecard.plan': 'starter',
+      'ratecard.limit': 'daily',
+    });
+    const histogram = point?.value as {
+      count: number;
+      sum: number;
+      buckets: { boundaries: number[]; counts: number[] };
+    };
+    expect(histogram.count).toBe(11);
+    expect(histogram.sum).toBeCloseTo(4.5, 9);
+    expect(histogram.buckets.boundaries).toEqual([0, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75]);
+    // Spent (0 left, twice), 0.1, 0.2, 0.3 to 0.5, 0.6 and 0.7, 0.8 and 0.9.
+    expect(histogram.buckets.counts).toEqual([2, 0, 0, 1, 1, 3, 2, 2]);
+  });
+
+  it('records nothing for a decision without a quota, or one the failure policy made', async () => {
+    const down: Store = {
+      shared: false,
+      ...keepsNothing,
+      consume: () => Promise.reject(new RateLimitError('store_unavailable', 'ratecard: down')),
+      settle: () => false,
+      peek: () => [0],
+      reset: () => {},
+      close: () => {},
+    };
+    const failing = createLimiter({ store: down, plans, onStoreError: 'allow', onDecision: metrics.onDecision });
+    await failing.consume(starter('org_a'));
+    const plain = createLimiter({ store: memoryStore(), onDecision: metrics.onDecision });
+    await plain.consume(developer('org_a', 'POST /browsers'));
+    const collected = await otel.collect();
+    expect(collected.has('ratecard.quota.remaining_ratio')).toBe(false);
+    expect(Object.values(sums(collected, 'ratecard.decisions'))).toEqual([1, 1]);
   });
 });
 
@@ -468,6 +562,11 @@ describe('ratecard.leases', () => {
     } as unknown as Store;
     const limiter = createLimiter({ store: metrics.store(old, 'old'), plans });
     await expect(limiter.reserve(free('org_a'))).rejects.toMatchObject({ code: 'invalid_option' });
+    // Nor inspect or blocks: the limiter reads no blocks from it and still decides.
+    expect(metrics.store(old, 'old')).toMatchObject({ settle: undefined, inspect: undefined, blocks: undefined });
+    expect((await limiter.consume({ organization: 'org_a', endpoint: 'GET /x', limits: perMinute(1) })).allowed).toBe(
+      true,
+    );
   });
 });
 
@@ -496,6 +595,7 @@ describe('docs/observability.md', () => {
     });
     metrics.redis(redisStore({ client }));
     await limiter.consume(developer('org_a', 'POST /browsers'));
+    await limiter.consume({ organization: 'org_a', endpoint: 'POST /search', limits: quota(10, { per: 'month' }) });
     await (await limiter.reserve(developer('org_a', 'POST /browsers'))).settle();
     const made = [...(await otel.collect()).values()].map(
       (metric) => `${metric.descriptor.name} ${metric.descriptor.unit}`,
@@ -523,6 +623,7 @@ function redisLike(): RedisStoreWithStats {
   const zero = { sent: 0, batches: 0, largestBatch: 0, denyCacheHits: 0, denyCacheSize: 0, scriptReloads: 0 };
   return {
     shared: true,
+    ...keepsNothing,
     consume: () => Promise.resolve([]),
     settle: () => Promise.resolve(false),
     peek: () => Promise.resolve([]),
@@ -531,6 +632,29 @@ function redisLike(): RedisStoreWithStats {
     stats: () => ({ ...zero, unavailable: 0, expired: 0, late: 0, rerouted: 0, queued: 0 }),
   };
 }
+
+describe('the unit in the name', () => {
+  it('names the store histogram with its unit, and the View docs/observability.md gives renames it back', async () => {
+    const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+    const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
+    const provider = new MeterProvider({
+      readers: [reader],
+      views: [{ instrumentName: 'ratecard.store.duration_seconds', name: 'ratecard.store.duration' }],
+    });
+    const viewed = limiterMetrics({ meterProvider: provider });
+    await createLimiter({ store: viewed.memory(memoryStore()) }).consume(developer('org_a', 'POST /browsers'));
+    await reader.forceFlush();
+    const durations = exporter
+      .getMetrics()
+      .flatMap((resource) => resource.scopeMetrics.flatMap((scope) => scope.metrics.map((metric) => metric.descriptor)))
+      .filter((descriptor) => descriptor.name.startsWith('ratecard.store.duration'));
+    expect(durations).toEqual([expect.objectContaining({ name: 'ratecard.store.duration', unit: 's' })]);
+    await provider.shutdown();
+    await createLimiter({ store: metrics.memory(memoryStore()) }).consume(developer('org_a', 'POST /browsers'));
+    const collected = await otel.collect();
+    expect(collected.get('ratecard.store.duration_seconds')?.descriptor.unit).toBe('s');
+  });
+});
 
 describe('options', () => {
   it('refuses what is not a meter provider, a store, or a store name', () => {

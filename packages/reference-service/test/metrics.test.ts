@@ -128,7 +128,7 @@ it('serves Prometheus text at METRICS_PORT: 10 allowed and 1 limited POST /brows
     expect(Object.values(sample.labels).join(' ')).not.toContain('org_developer');
   }
   // The memory store's calls are not timed here (src/metrics.ts says why); its counters are observed.
-  expect(samples.filter((sample) => sample.name.startsWith('ratecard_store_duration'))).toEqual([]);
+  expect(samples.filter((sample) => sample.name.startsWith('ratecard_store_duration_seconds'))).toEqual([]);
   expect(sampleValue(samples, 'ratecard_memory_buckets_held', {})).toBe(2);
   expect(sampleValue(samples, 'ratecard_memory_buckets_evicted_total', {})).toBe(0);
 
@@ -204,18 +204,21 @@ describe.skipIf(redis === undefined)('in Redis mode', () => {
       expect(answer.status).toBe(201);
     }
     const { samples, metadata } = parseExposition(await (await fetch(service.match)).text());
-    // The exporter's names, as it writes them: a histogram's unit gets no suffix, only a UNIT line.
-    expect(metadata).toContain('# TYPE ratecard_store_duration histogram');
-    expect(metadata).toContain('# UNIT ratecard_store_duration s');
-    expect(sampleValue(samples, 'ratecard_store_duration_count', { ratecard_store: 'redis' })).toBe(3);
-    expect(sampleValue(samples, 'ratecard_store_duration_bucket', { ratecard_store: 'redis', le: '+Inf' })).toBe(3);
+    // The exporter's names, as it writes them: the unit is in the instrument's name (this exporter adds none of its
+    // own, only a UNIT line), so the histogram ends in _seconds as Prometheus' conventions want.
+    expect(metadata).toContain('# TYPE ratecard_store_duration_seconds histogram');
+    expect(metadata).toContain('# UNIT ratecard_store_duration_seconds s');
+    expect(sampleValue(samples, 'ratecard_store_duration_seconds_count', { ratecard_store: 'redis' })).toBe(3);
+    expect(
+      sampleValue(samples, 'ratecard_store_duration_seconds_bucket', { ratecard_store: 'redis', le: '+Inf' }),
+    ).toBe(3);
     expect(sampleValue(samples, 'ratecard_redis_calls_sent_total', {})).toBe(3);
     expect(sampleValue(samples, 'ratecard_redis_calls_unavailable_total', {})).toBe(0);
     expect(
       sampleValue(samples, 'ratecard_decisions_total', { ratecard_plan: 'enterprise', ratecard_outcome: 'allowed' }),
     ).toBe(3);
     // The fallback memory store answered nothing, and holds nothing.
-    expect(sampleValue(samples, 'ratecard_store_duration_count', { ratecard_store: 'memory' })).toBeUndefined();
+    expect(sampleValue(samples, 'ratecard_store_duration_seconds_count', { ratecard_store: 'memory' })).toBeUndefined();
     expect(sampleValue(samples, 'ratecard_memory_buckets_held', {})).toBe(0);
   }, 30_000);
 });
