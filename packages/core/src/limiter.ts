@@ -4,7 +4,7 @@ import { type Decision, decide, decideWithoutStore } from './decision.js';
 import { DEFAULT_ENDPOINTS, type EndpointRule, EndpointRules, type EndpointSpec, EVERY_ENDPOINT } from './endpoints.js';
 import { describeValue, RateLimitError } from './errors.js';
 import { inPeriod, type Limit, type Limits, limitList, limitsByShape } from './limits.js';
-import { type Block, BlockBook, checkBlockMs, checkReason, describeKept, type Inspection } from './operations.js';
+import { BlockBook, checkBlockMs, checkReason, describeKept, type Inspection } from './operations.js';
 import { checkOptionKeys } from './options.js';
 import { type Identity, PlanBook, type Plans } from './plans.js';
 import {
@@ -350,18 +350,6 @@ const POLICIES: readonly StoreErrorPolicy[] = ['fallback', 'deny', 'allow', 'thr
 
 type Operation = 'consume' | 'peek' | 'reserve';
 
-/** A decision under way, as the paths off the common one (the failure policy, a block) take it. */
-interface Asked {
-  readonly request: LimitRequest;
-  readonly operation: Operation;
-  readonly rule: EndpointRule;
-  /** The limits that apply, and the same as the store keeps them (bucketLimits). */
-  readonly limits: readonly Limit[];
-  readonly buckets: readonly Limit[];
-  readonly cost: number | readonly number[];
-  readonly lease: Lease | undefined;
-}
-
 function isStore(value: unknown): value is Store {
   if (typeof value !== 'object' || value === null) return false;
   const store = value as Store;
@@ -663,7 +651,10 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
     // An operator's block refuses before the store is asked. Blocks older than a second are read first: a read that
     // fails or runs over budget sends the decision to the failure policy, as the store's own call would.
     const block = this.blocks.find(organization, rule.key);
-    if (block !== undefined) return this.whenBlocked(block, { request, operation, rule, limits, buckets, cost, lease });
+    if (block !== undefined) {
+      if (block instanceof Promise) return this.afterBlocksRead(block, request, operation, lease);
+      return this.answer(blocked(block, rule, limits, cost), request, buckets, lease);
+    }
     let outcomes: Outcome[];
     try {
       // The budget goes to the store too, so that it drops a queued call before the policy below answers it.
@@ -675,22 +666,24 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
         ? answer
         : await (charging ? this.consumeDeadlines : this.deadlines).race(answer);
     } catch (error) {
-      return this.byPolicy(error, { request, operation, rule, limits, buckets, cost, lease });
+      return this.byPolicy(error, request, operation, rule, limits, buckets, cost, lease);
     }
     if (this.outage !== undefined) this.storeAnswered();
     return this.answer(decide(outcomes, rule, limits, cost, 'store'), request, buckets, lease);
   }
 
   /**
-   * A decision that found a block, or blocks to read first: refused until the block ends; the failure policy's when
-   * the read failed; the store's (decide, once more) when the read found none.
+   * A decision that found the blocks older than a second: decided again once they are read. A read that failed left
+   * the blocks last read in place (BlockBook), so the decision goes on with them, and to the store.
    */
-  private async whenBlocked(found: Block | Promise<Block | undefined | Error>, asked: Asked): Promise<Decision> {
-    const block = await found;
-    if (block instanceof Error) return this.byPolicy(block, asked);
-    const { request, rule, limits, buckets, cost, lease } = asked;
-    if (block !== undefined) return this.answer(blocked(block, rule, limits, cost), request, buckets, lease);
-    return this.decide(request, asked.operation, lease);
+  private async afterBlocksRead(
+    read: Promise<unknown>,
+    request: LimitRequest,
+    operation: Operation,
+    lease: Lease | undefined,
+  ): Promise<Decision> {
+    await read;
+    return this.decide(request, operation, lease);
   }
 
   /** Reports a decision: as a Reservation when the call reserves. */
@@ -756,8 +749,16 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
   }
 
   /** The failure policy's decision, once the store failed or ran over budget (decide's one catch). */
-  private async byPolicy(error: unknown, asked: Asked): Promise<Decision> {
-    const { request, operation, rule, limits, buckets, cost, lease } = asked;
+  private async byPolicy(
+    error: unknown,
+    request: LimitRequest,
+    operation: Operation,
+    rule: EndpointRule,
+    limits: readonly Limit[],
+    buckets: readonly Limit[],
+    cost: number | readonly number[],
+    lease: Lease | undefined,
+  ): Promise<Decision> {
     const failure = storeError(error);
     this.storeFailed(failure);
     const policy = this.policy;
