@@ -54,10 +54,14 @@ const ENTRY = /^([^ ]+) (-?\d+) (\d+) (\d+)\/(\d+)\/(\d+)$/;
 const PARSED = /^[^ ]+ -?\d+ \d+ [^,]+$/;
 /** A held lease: `@<id> <expiresAt> <name>=<amount>[ <name>=<amount> ...]`. */
 const LEASE = /^@([^ ,]+) (\d+)((?: [^ =,]+=\d+)+)$/;
+/** The leases' header, before them: `@ <first expiresAt> <last expiresAt> <name>=<total>[ ...]`. */
+const HEADER = /^@ \d+ \d+ [^,]+$/;
 
 /**
  * The buckets and held leases of a value, or undefined for a value the scripts read as holding nothing. The leases
- * follow the buckets, from the first `@` on (no name or number holds one), joined by `, ` as the buckets are.
+ * follow the buckets, from the first `@` on (no name or number holds one), joined by `, ` as the buckets are: a header
+ * (`@ <first> <last> <name>=<total> ...`, what the scripts read on every call) and then the leases in order of expiry.
+ * The scripts read a lease itself only when it is due, settled or extended; this checks every one.
  */
 function decode(value: string | Uint8Array): { buckets: StoredBucket[]; leases: StoredLease[] } | undefined {
   let text = typeof value === 'string' ? value : Buffer.from(value).toString('latin1');
@@ -65,7 +69,9 @@ function decode(value: string | Uint8Array): { buckets: StoredBucket[]; leases: 
   const cut = text.indexOf('@');
   if (cut !== -1) {
     if (cut > 0 && text.slice(cut - 2, cut) !== ', ') return undefined;
-    for (const entry of text.slice(cut).split(', ')) {
+    const [header, ...held] = text.slice(cut).split(', ');
+    if (!HEADER.test(header as string) || held.length === 0) return undefined;
+    for (const entry of held) {
       const fields = LEASE.exec(entry);
       if (fields === null || Number(fields[2]) > MAX_UPDATED_AT) return undefined;
       const holds: Record<string, number> = {};

@@ -49,6 +49,8 @@ const FOREIGN: readonly (readonly [string, string | Buffer])[] = [
   ['a lease that holds nothing', '1m 54000 1700000000000 10/1/6000, @a 1700000001000'],
   ['a lease not after the buckets', '@a 1700000001000 1m=1, 1m 54000 1700000000000 10/1/6000'],
   ['a lease amount with a sign', '1m 54000 1700000000000 10/1/6000, @a 1700000001000 1m=-1'],
+  ['leases without their header', '1m 54000 1700000000000 10/1/6000, @a 1700000001000 1m=1'],
+  ['a header without leases', '1m 54000 1700000000000 10/1/6000, @ 1700000001000 1700000001000 1m=1'],
   ['a fraction', '1m 54000.5 1700000000000 10/1/6000'],
   ['an exponent', '1m 5.4e4 1700000000000 10/1/6000'],
   ['hexadecimal', '1m 0x10 1700000000000 10/1/6000'],
@@ -134,13 +136,13 @@ describe('decodeEndpointValue', () => {
   });
 
   it('reads a bucket in debt, down to minus a full bucket, and the leases after the buckets', () => {
-    const value = `1m -60000 ${T0} 10/1/6000, @a ${T0 + 1_000} 1m=2 c=1, @b-2 ${T0 + 5} c=1`;
+    const value = `1m -60000 ${T0} 10/1/6000, @ ${T0 + 5} ${T0 + 1_000} 1m=2 c=2, @b-2 ${T0 + 5} c=1, @a ${T0 + 1_000} 1m=2 c=1`;
     expect(decodeEndpointValue(value)).toEqual([{ ...NINE_DECODED, units: -60_000 }]);
     expect(decodeEndpointLeases(value)).toEqual([
-      { id: 'a', expiresAt: T0 + 1_000, holds: { '1m': 2, c: 1 } },
       { id: 'b-2', expiresAt: T0 + 5, holds: { c: 1 } },
+      { id: 'a', expiresAt: T0 + 1_000, holds: { '1m': 2, c: 1 } },
     ]);
-    expect(decodeEndpointValue(`@a ${T0} c=1`)).toEqual([]);
+    expect(decodeEndpointValue(`@ ${T0} ${T0} c=1, @a ${T0} c=1`)).toEqual([]);
     expect(decodeEndpointLeases(NINE)).toEqual([]);
   });
 

@@ -20,7 +20,7 @@ import { MAX_UPDATED_AT } from '../value.js';
  */
 export const BUCKET_LUA: string = `
 local floor, ceil = math.floor, math.ceil
-local sformat, smatch, ssub, sfind = string.format, string.match, string.sub, string.find
+local sformat, smatch, ssub, sfind, sbyte = string.format, string.match, string.sub, string.find, string.byte
 local spack, sunpack = struct.pack, struct.unpack  -- not 'unpack': that name is Lua's own
 local MAX_UPDATED_AT = ${MAX_UPDATED_AT}
 local DEBT_OFFSET = ${DEBT_OFFSET}
@@ -32,8 +32,9 @@ local en, eu, et, es = {false}, {false}, {false}, {false}
 -- The functions of the rare paths, over the entry arrays. They capture nothing of the script (constants written in,
 -- arrays passed in), so making them costs a run nothing until it needs them.
 local function rarePaths(en, eu, et, es)
-  local floor, ceil, smatch, ssub, sformat = math.floor, math.ceil, string.match, string.sub, string.format
-  local sgsub, sgmatch = string.gsub, string.gmatch
+  local floor, ceil, smatch, ssub, sfind, sformat = math.floor, math.ceil, string.match, string.sub, string.find,
+    string.format
+  local sgmatch = string.gmatch
 
   -- refilled: what a bucket that held units at updatedAt holds at now under its own shape (R units per ms, full when it
   -- holds full units): the first half of core's unitsAt, all of it when the shape has not changed.
@@ -100,17 +101,39 @@ local function rarePaths(en, eu, et, es)
 
   -- When entry x, which no limit of the call names, is full again by its own shape (nil for one ratecard would not
   -- write): an entry is kept in the value until then, so that a limit a later call names again finds its bucket. With
-  -- leases held (aside: tokens they set aside per name; lastExp: the latest expiry), not before the last expires, and
+  -- leases held (p: the tokens they set aside on it; last: the latest expiry), not before the last expires, and
   -- counting what they set aside as taken (docs/stores.md: max(expiresAt) + msUntilFull(Q - P) is a safe bound).
-  function rare.otherFullAt(x, aside, lastExp)
+  function rare.otherFullAt(x, p, last)
     local su, st = eu[x] + 0, et[x] + 0
     if st > ${MAX_UPDATED_AT} then return nil end
     local sc, sU, sR = storedShape(es[x], su)
     if not sc then return nil end
-    if not aside then return st + ceil((sc * sU - su) / sR) end
-    if lastExp > st then st = lastExp end
-    return st + ceil((sc * sU - su + (aside[en[x]] or 0) * sU) / sR)
+    if not last then return st + ceil((sc * sU - su) / sR) end
+    if last > st then st = last end
+    return st + ceil((sc * sU - su + p * sU) / sR)
   end
+
+  -- The amount held under key (' <name>=') in text (the totals or a lease's holds), or 0.
+  local function heldOf(text, key)
+    local s, e = sfind(text, key, 1, true)
+    if not s then return 0 end
+    return smatch(text, '^%d+', e + 1) + 0
+  end
+  rare.heldOf = heldOf
+
+  -- The totals text with delta added to name's amount: a name whose amount comes to 0 leaves it; nil when none is left.
+  local function addHeld(totals, name, delta)
+    if not totals then return ' ' .. name .. '=' .. sformat('%d', delta) end
+    local s, e = sfind(totals, ' ' .. name .. '=', 1, true)
+    if not s then return totals .. ' ' .. name .. '=' .. sformat('%d', delta) end
+    local digits = smatch(totals, '^%d+', e + 1)
+    local rest, p = ssub(totals, e + 1 + #digits), digits + delta
+    if p > 0 then return ssub(totals, 1, e) .. sformat('%d', p) .. rest end
+    totals = ssub(totals, 1, s - 1) .. rest
+    if totals == '' then return nil end
+    return totals
+  end
+  rare.addHeld = addHeld
 
   -- Charges entry 'name' (the first of that name; none, or one ratecard would not write, is a full bucket and stays
   -- one) 'tokens' at the instant e, under its own shape: refilled to e (core's unitsAt), then less tokens x U. Entries
@@ -128,104 +151,91 @@ local function rarePaths(en, eu, et, es)
       end
     end
   end
+  rare.charge = charge
 
-  local function byExpiry(a, b) return a.exp < b.exp end
-
-  -- The leases of the value's lease section (text: '@<id> <expiresAt> <name>=<amount>[ ...]' joined by ', ', or nil
-  -- for none), with those whose instant has come (expiresAt <= now) expired in order of it, each charging the buckets
-  -- it names what it set aside (entries 1..m). Returns the leases still held (a table per lease: id, exp, names,
-  -- amounts), the amount they hold per limit name (tokens of a bucket, slots of a concurrency limit) and the latest
-  -- expiry (0 for none); nil for a section ratecard would not write, which makes the whole value read as nothing.
-  function rare.leasesAt(text, m, now)
-    local leases, aside, lastExp = {}, {}, 0
-    if not text then return leases, aside, lastExp end
-    local at, len, due = 1, #text, nil
+  -- Expires the leases whose instant has come (expiresAt <= now) from the front of the lease text (held in order of
+  -- expiry, so the due ones lead), each charging the buckets it names what it set aside (entries 1..m) at its instant
+  -- and leaving the totals. Returns the leases left (nil for none), the first one's expiry, and the totals; false for a
+  -- lease ratecard would not write, which makes the whole value read as nothing.
+  function rare.expire(leases, totals, now, m)
+    local at, len = 1, #leases
     while true do
-      local id, e, holds, stop = smatch(text, '^@([^ ,]+) (%d+)( [^,]+)()', at)
-      if not id or sgsub(holds, ' [^ =]+=%d+', '') ~= '' then return nil end
+      local e, holds, stop = smatch(leases, '^@[^ ,]+ (%d+)( [^,]+)()', at)
+      if not e then return false end
       e = e + 0
-      if e > ${MAX_UPDATED_AT} then return nil end
-      local lease = {id = id, exp = e, names = {}, amounts = {}}
+      if e > now then return ssub(leases, at), e, totals end
       for name, amount in sgmatch(holds, ' ([^ =]+)=(%d+)') do
-        lease.names[#lease.names + 1] = name
-        lease.amounts[#lease.amounts + 1] = amount + 0
+        charge(name, amount + 0, e, m)
+        totals = addHeld(totals, name, -amount)
       end
-      if e <= now then
-        due = due or {}
-        due[#due + 1] = lease
-      else
-        leases[#leases + 1] = lease
-        for h = 1, #lease.names do aside[lease.names[h]] = (aside[lease.names[h]] or 0) + lease.amounts[h] end
-        if e > lastExp then lastExp = e end
-      end
-      if stop > len then break end
-      if ssub(text, stop, stop + 1) ~= ', ' then return nil end
+      if stop > len then return nil, nil, nil end
+      if ssub(leases, stop, stop + 1) ~= ', ' then return false end
       at = stop + 2
     end
-    if due then
-      -- Two leases of one instant charge the same refilled bucket: their order does not matter.
-      table.sort(due, byExpiry)
-      for d = 1, #due do
-        local lease = due[d]
-        for h = 1, #lease.names do charge(lease.names[h], lease.amounts[h], lease.exp, m) end
+  end
+
+  -- The lease text with lease (expiring at e) put in its place: after every lease that expires no later.
+  function rare.insert(leases, lease, e)
+    local at = 1
+    while true do
+      local x, stop = smatch(leases, '^@[^ ,]+ (%d+)[^,]*()', at)
+      if not x or x + 0 > e then
+        if at == 1 then return lease .. ', ' .. leases end
+        return ssub(leases, 1, at - 1) .. lease .. ', ' .. ssub(leases, at)
       end
+      if stop > #leases then return leases .. ', ' .. lease end
+      at = stop + 2
     end
-    return leases, aside, lastExp
   end
 
-  -- The lease section of the value, or nil when no lease is held.
-  function rare.leaseText(leases)
-    local parts = {}
-    for l = 1, #leases do
-      local lease, holds = leases[l], ''
-      for h = 1, #lease.names do holds = holds .. sformat(' %s=%d', lease.names[h], lease.amounts[h]) end
-      parts[l] = sformat('@%s %d', lease.id, lease.exp) .. holds
-    end
-    if #parts == 0 then return nil end
-    return table.concat(parts, ', ')
+  -- The expiry of the last lease of the text (the latest, as they are held in order).
+  function rare.lastExpiry(leases)
+    return smatch(leases, '@[^ ,]+ (%d+)[^@]*$') + 0
   end
 
-  -- The index of the held lease 'id', or nil.
-  function rare.find(leases, id)
-    for l = 1, #leases do if leases[l].id == id then return l end end
-    return nil
+  -- The lease text without the lease from pos to stop (the position after it); nil when it was the only one.
+  local function cut(leases, pos, stop)
+    if stop > #leases then
+      if pos == 1 then return nil end
+      return ssub(leases, 1, pos - 3)
+    end
+    if pos == 1 then return ssub(leases, stop + 2) end
+    return ssub(leases, 1, pos - 3) .. ssub(leases, stop)
   end
 
-  -- Settles lease l at now (docs/stores.md, "Leases"): each bucket it names that the call names too (limits 1..k, each
-  -- with the actual tokens in its cost) is charged the actual, no deeper than its debt floor below what the other
-  -- leases set aside; one the call does not name is charged what the lease set aside; slots are freed. The lease
-  -- leaves the list and aside. Returns the new entry count (a bucket missing until now gets an entry).
-  function rare.settle(leases, l, aside, limits, k, now, m)
-    local lease = leases[l]
-    for h = 1, #lease.names do
-      local name, amount = lease.names[h], lease.amounts[h]
-      aside[name] = aside[name] - amount
-      local limit
-      for j = 1, k do if limits[j].name == name then limit = limits[j] break end end
-      if not limit then
-        charge(name, amount, now, m)
-      elseif limit.r > 0 then                      -- a concurrency limit's slot is freed by the lease leaving
-        local x = 0
-        for y = 1, m do if en[y] == name then x = y break end end
-        local full, u = limit.full, limit.u
-        local q, at = full, now
-        if x > 0 then q, at = rare.heldAt(x, now, limit.c, limit.r, u, full, limit.shape) end
-        q = q - limit.cost * u
-        -- core's debtFloor: minus the capacity, and above -2^52.
-        local floorUnits = -full
-        if full >= DEBT_OFFSET then floorUnits = 1 - DEBT_OFFSET end
-        local rest = aside[name] * u
-        if q - rest < floorUnits then q = floorUnits + rest end
-        if x == 0 then
-          m = m + 1
-          x = m
-          en[x] = name
-        end
-        eu[x], et[x], es[x] = q, at, limit.shape
-      end
+  -- The first and last expiry of a lease text, or nil for none.
+  local function ends(leases)
+    if not leases then return nil, nil end
+    return smatch(leases, '^@[^ ,]+ (%d+)') + 0, rare.lastExpiry(leases)
+  end
+
+  -- Lets go of the lease at pos of the lease text for a settle at now of limits 1..k: what it holds leaves the totals,
+  -- and a bucket it holds that the call does not name is charged what it set aside (entries 1..m). Returns the leases,
+  -- totals, first and last expiry left, and the lease's holds (' <name>=<amount> ...'); false for a lease ratecard
+  -- would not write.
+  function rare.release(leases, pos, totals, now, m, limits, k)
+    local e, holds, stop = smatch(leases, '^@[^ ,]+ (%d+)( [^,]+)()', pos)
+    if not e then return false end
+    for name, amount in sgmatch(holds, ' ([^ =]+)=(%d+)') do
+      totals = addHeld(totals, name, -amount)
+      local named = false
+      for j = 1, k do if limits[j].name == name then named = true break end end
+      if not named then charge(name, amount + 0, now, m) end
     end
-    table.remove(leases, l)
-    return m
+    leases = cut(leases, pos, stop)
+    local first, last = ends(leases)
+    return leases, totals, first, last, holds
+  end
+
+  -- The lease text with the lease at pos held until e instead, in its place for that instant; then its first and last
+  -- expiry. nil for a lease ratecard would not write.
+  function rare.extend(leases, pos, e)
+    local id, holds, stop = smatch(leases, '^(@[^ ,]+) %d+( [^,]+)()', pos)
+    if not id then return nil end
+    local lease = id .. ' ' .. sformat('%d', e) .. holds
+    leases = cut(leases, pos, stop)
+    if leases then leases = rare.insert(leases, lease, e) else leases = lease end
+    return leases, ends(leases)
   end
 
   return rare
@@ -237,17 +247,28 @@ local rare                                        -- rarePaths(...), once a run 
  * Lua statements reading the value `raw` (a string, or false/nil for a missing key) into the entry arrays, leaving
  * their count in the local `m`: 0 for a missing key or a value ratecard would not write, which reads as no bucket at
  * all (every bucket full). Each run of digits may carry leading zeros, read as the number they pad; one past 2^53
- * converts to a double at least 2^53, past every range. A name is read as any run of characters but a space, a shape
- * as any but a comma, and both are checked where they are used (a name compared with the call's, a shape with the
- * request's or by storedShape): value.ts's decodeEndpointValue reads exactly the values this does.
+ * converts to a double at least 2^53, past every range. A name is read as any run of characters but a space or '@', a
+ * shape as any but a comma, and both are checked where they are used (a name compared with the call's, a shape with
+ * the request's or by storedShape): value.ts's decodeEndpointValue reads exactly the values this does.
+ *
+ * Held leases follow the buckets, from the first entry that starts with '@' (no name holds one, so a value without
+ * leases costs nothing more to read): their header '@ <first> <last> <name>=<amount>...' (the earliest and latest
+ * expiry, and per limit name what all of them hold) read into the locals `first`, `last` and `totals` (' <name>=<amount>
+ * ...'), then the leases themselves, in order of expiry, left as text in `leases` until a call expires, settles or
+ * extends one. A header ratecard would not write makes the whole value read as nothing.
  */
 export const READ_ENTRIES_LUA: string = `
-local m = 0
+local m, first, last, totals, leases = 0, nil, nil, nil, nil
 if raw then
   local at, len = 1, #raw
   while true do
-    local name, a, b, s, e = smatch(raw, '^([^ ]+) (%-?%d+) (%d+) ([^,]+)()', at)
-    if not name then m = 0 break end
+    local name, a, b, s, e = smatch(raw, '^([^ @]+) (%-?%d+) (%d+) ([^,]+)()', at)
+    if not name then
+      local f, l, t, rest
+      if sbyte(raw, at) == 64 then f, l, t, rest = smatch(raw, '^@ (%d+) (%d+)( [^,]+), (@.+)$', at) end  -- '@'
+      if f then first, last, totals, leases = f + 0, l + 0, t, rest else m = 0 end
+      break
+    end
     m = m + 1
     en[m], eu[m], et[m], es[m] = name, a, b, s
     if e > len then break end

@@ -61,7 +61,8 @@ local reply = {redisNow}
 local o = 1                                       -- outcomes in reply so far, after the time
 local flags                                       -- made at the first refusal
 -- The call's limits, in order: a table per limit with its numbers, its cost in units, its shape's text, the start
--- ('<name> ') and end (' <now> <shape>') of an entry written at now under it, and what the call read of its bucket.
+-- ('<name> ') and end (' <now> <shape>') of an entry written at now under it, its key in the lease totals
+-- (' <name>=') and what a lease of the call holds of it (' <name>=<cost>'), and what the call read of its bucket.
 local limits = {}
 local byBytes                                     -- calls after the first: each limit made once, by its packed bytes
 local shared = false                              -- every call has the limits and costs of the first, read once
@@ -86,7 +87,8 @@ for i = 1, n do
         -- pointers. A concurrency limit has R 0 (it never refills) and no entry.
         local shape = sformat('%d/%d/%d', c, r, u)
         limit = {name = nm, c = c, r = r, u = u, cost = cost, need = cost * u, full = c * u, shape = shape,
-          head = nm .. ' ', tail = sformat(' %d %s', now, shape), held = 0, free = 0, at = 0, moved = false, found = 0}
+          head = nm .. ' ', tail = sformat(' %d %s', now, shape), key = ' ' .. nm .. '=', hold = false,
+          held = 0, p = 0, at = 0, moved = false, found = 0, settled = false}
         if bytes then byBytes[bytes] = limit end
       end
       limits[j] = limit
@@ -98,60 +100,54 @@ for i = 1, n do
   local key = keys[i]
   local raw = values[i]                           -- false (RESP2) or nil (RESP3) for a missing key
   if written then raw = written[key] or raw end
-  -- Held leases follow the buckets, each entry starting with '@', which no name or number holds: a value without
-  -- leases costs one search for it.
-  local leaseText
-  if raw then
-    local cut = sfind(raw, '@', 1, true)
-    if cut then
-      leaseText = ssub(raw, cut)
-      if cut == 1 then raw = false
-      elseif ssub(raw, cut - 2, cut - 1) == ', ' then raw = ssub(raw, 1, cut - 3)
-      else raw, leaseText = '', nil end           -- a value ratecard would not write: no bucket, no lease
-    end
-  end
 ${READ_ENTRIES_LUA}
-  if m == 0 and raw then leaseText = nil end      -- buckets unreadable: the value holds nothing, leases neither
-  -- The leases still held, what they set aside per limit name, and the latest expiry; nil while the key holds none
-  -- and the call takes none (nearly every call).
-  local leases, aside, lastExp
-  if leaseText or op ~= CONSUME then
+  -- Leases whose instant has come expire first, in order of it, each keeping its charge: a call on a key whose first
+  -- lease is not due reads none of them.
+  if first and first <= now then
     rare = rare or rarePaths(en, eu, et, es)
-    leases, aside, lastExp = rare.leasesAt(leaseText, m, now)
-    if not leases then
-      m = 0
-      leases, aside, lastExp = rare.leasesAt(nil, 0, now)
-    end
+    leases, first, totals = rare.expire(leases, totals, now, m)
+    if leases == false then m, leases, first, totals = 0, nil, nil, nil end
+    if not leases then last = nil end
   end
-  local l = id and rare.find(leases, id)
+  -- Where the lease a reserve, settle or extend names is in the lease text, if held: one search for its id.
+  local leaseAt = id and leases and sfind(leases, '@' .. id .. ' ', 1, true)
   local value, fullAt, write                      -- what the call writes, and when the key expires
-  if op == SETTLE or op == EXTEND or (op == RESERVE and l) then
-    -- One answer: 1 when the lease was held and is changed; a reserve of an id already held gets 2^53 per limit,
-    -- which no outcome is, and changes nothing.
-    o = o + 1
+  if (op == SETTLE or op == EXTEND) and not leaseAt or op == RESERVE and leaseAt then
+    -- One answer and nothing changed: a settle or extend of a lease not held gets 0; a reserve of an id held already
+    -- 2^53 per limit, which no outcome is.
     if op == RESERVE then
-      for j = 1, k do reply[o + j - 1] = 2 * DEBT_OFFSET end
-      o = o + k - 1
-    elseif not l then
-      reply[o] = 0
+      for j = 1, k do reply[o + j] = 2 * DEBT_OFFSET end
+      o = o + k
     else
-      reply[o] = 1
-      if op == EXTEND then leases[l].exp = now + ms else m = rare.settle(leases, l, aside, limits, k, now, m) end
-      lastExp = 0
-      for x = 1, #leases do if leases[x].exp > lastExp then lastExp = leases[x].exp end end
-      -- Every bucket not full again yet, then the leases.
-      value, fullAt, write = rare.leaseText(leases), lastExp, true
-      for y = m, 1, -1 do
-        local first = true
-        for z = 1, y - 1 do if en[z] == en[y] then first = false break end end
-        local f = first and rare.otherFullAt(y, aside, lastExp)
-        if f and f > now then
-          if value then value = rare.entryText(y) .. ', ' .. value else value = rare.entryText(y) end
-          if f > fullAt then fullAt = f end
-        end
+      o = o + 1
+      reply[o] = 0
+    end
+  elseif op == EXTEND then
+    o = o + 1
+    reply[o] = 1
+    rare = rare or rarePaths(en, eu, et, es)
+    leases, first, last = rare.extend(leases, leaseAt, now + ms)
+    if not leases then m, first, last, totals = 0, nil, nil, nil end
+    -- The buckets as they were, then the leases.
+    for y = 1, m do
+      local once = true
+      for z = 1, y - 1 do if en[z] == en[y] then once = false break end end
+      local f = once and rare.otherFullAt(y, totals and rare.heldOf(totals, ' ' .. en[y] .. '=') or 0, last)
+      if f and f > now then
+        if value then value = value .. ', ' .. rare.entryText(y) else value = rare.entryText(y) end
+        if not fullAt or f > fullAt then fullAt = f end
       end
     end
+    write = true
   else
+    local holds                                   -- a settle's: what its lease holds, ' <name>=<amount> ...'
+    if op == SETTLE then
+      rare = rare or rarePaths(en, eu, et, es)
+      leases, totals, first, last, holds = rare.release(leases, leaseAt, totals, now, m, limits, k)
+      if leases == false then m, leases, totals, first, last, holds = 0, nil, nil, nil, nil, '' end
+      o = o + 1
+      reply[o] = 1
+    end
     local admit, rewrite, seen = true, false, 0
     for j = 1, k do
       local limit = limits[j]
@@ -181,61 +177,90 @@ ${READ_ENTRIES_LUA}
           end
         end
       end
-      -- What the bucket holds for a decision: Q less what held leases set aside (a concurrency limit: its free slots).
-      local free = h
-      if aside then free = h - (aside[limit.name] or 0) * limit.u end
-      limit.held, limit.free, limit.at, limit.moved, limit.found = h, free, at, moved, x
-      if free < limit.need then admit = false end   -- take(held, cost) refuses
+      -- The tokens held leases set aside on the bucket (P; a concurrency limit: the slots they hold).
+      local p = 0
+      if totals then
+        local s, e = sfind(totals, limit.key, 1, true)
+        if s then p = smatch(totals, '^%d+', e + 1) + 0 end
+      end
+      local free = h - p * limit.u                -- what the bucket holds for a decision: Q - P
+      if op == SETTLE then
+        -- A bucket the lease held is charged the actual (the call's cost), but no deeper than core's debtFloor (minus
+        -- the capacity, and above -2^52) below what the other leases set aside; a concurrency limit's slot is freed by
+        -- the lease leaving; a limit the lease did not hold is left as it was.
+        local settled = limit.r ~= 0 and sfind(holds, limit.key, 1, true) ~= nil
+        if settled then
+          local floorUnits = -full
+          if full >= DEBT_OFFSET then floorUnits = 1 - DEBT_OFFSET end
+          h = h - limit.need
+          if h - p * limit.u < floorUnits then h = floorUnits + p * limit.u end
+        end
+        limit.settled = settled
+      elseif free < limit.need then
+        admit = false                             -- take(Q - P, cost) refuses
+      end
+      limit.held, limit.free, limit.p, limit.at, limit.moved, limit.found = h, free, p, at, moved, x
     end
     if admit and op == RESERVE then
-      -- The lease, held with the call's costs: what it sets aside counts from now on.
-      local lease = {id = id, exp = now + ms, names = {}, amounts = {}}
+      -- The lease, held with the call's costs from now on, in its place among the others by expiry.
+      local e, holds = now + ms, ''
       for j = 1, k do
         local limit = limits[j]
-        lease.names[j], lease.amounts[j] = limit.name, limit.cost
-        aside[limit.name] = (aside[limit.name] or 0) + limit.cost
+        if not limit.hold then limit.hold = limit.key .. sformat('%d', limit.cost) end
+        holds = holds .. limit.hold
+        limit.p = limit.p + limit.cost
       end
-      leases[#leases + 1] = lease
-      if lease.exp > lastExp then lastExp = lease.exp end
+      local lease = '@' .. id .. ' ' .. sformat('%d', e) .. holds
+      if not leases then
+        leases, first, last, totals = lease, e, e, holds
+      else
+        rare = rare or rarePaths(en, eu, et, es)
+        for j = 1, k do totals = rare.addHeld(totals, limits[j].name, limits[j].cost) end
+        if e >= last then leases, last = leases .. ', ' .. lease, e else leases = rare.insert(leases, lease, e) end
+        if e < first then first = e end
+      end
     end
-    -- With leases held, a bucket is full again no sooner than the last expires, counting what they set aside.
-    local held = leases and #leases > 0
     -- Each limit's outcome, and its entry when the value is written: charged, on every bucket (a reserve sets its cost
-    -- aside instead); refused, nothing is charged, and a bucket last written under another shape takes the request's
-    -- (what it holds converted), so that it refills at the rate its Retry-After was computed with.
+    -- aside instead; a settle charged the actual above); refused, nothing is charged, and a bucket last written under
+    -- another shape takes the request's (what it holds converted), so that it refills at the rate its Retry-After was
+    -- computed with.
     for j = 1, k do
       local limit = limits[j]
       local units, free, at, entry, f = limit.held, limit.free, limit.at
-      o = o + 1
-      if admit then
-        reply[o] = free - limit.need
-        if op == CONSUME then units = units - limit.need end
-      else
-        if free >= 0 then reply[o] = -1 - free else reply[o] = free - 1 - DEBT_OFFSET end  -- core's refusal(held)
-        -- Steady: refilling at the request's own shape since now or before, with nothing set aside that a settle
-        -- could give back, so a deny cache may extrapolate it.
-        flags = flags or {}
-        if at == now and free == units and limit.r ~= 0 then flags[#flags + 1] = 1 else flags[#flags + 1] = 0 end
+      if op ~= SETTLE then
+        o = o + 1
+        if admit then
+          reply[o] = free - limit.need
+          if op == CONSUME then units = units - limit.need end
+        else
+          if free >= 0 then reply[o] = -1 - free else reply[o] = free - 1 - DEBT_OFFSET end  -- core's refusal(held)
+          -- Steady: refilling at the request's own shape since now or before, with nothing set aside that a settle
+          -- could give back, so a deny cache may extrapolate it.
+          flags = flags or {}
+          if at == now and limit.p == 0 and limit.r ~= 0 then flags[#flags + 1] = 1 else flags[#flags + 1] = 0 end
+        end
       end
       if limit.r == 0 or op == PEEK then
         -- A concurrency limit keeps no entry: its leases are its state. A peek writes nothing.
-      elseif admit or limit.moved then
+      elseif (admit or limit.moved) and (op ~= SETTLE or limit.settled) then
         if at == now then entry = limit.head .. sformat('%d', units) .. limit.tail
         else entry = limit.head .. sformat('%d %d ', units, at) .. limit.shape end
         -- Full again at: core's msUntilFull, ceilDiv of two integers below 2^53, whose quotient is rounded once and
-        -- never across an integer, so its ceiling is exact.
-        if held then
+        -- never across an integer, so its ceiling is exact. With leases held, no sooner than the last expires,
+        -- counting what they set aside.
+        if last then
           local from = at
-          if lastExp > from then from = lastExp end
-          f = from + ceil((limit.full - units + (aside[limit.name] or 0) * limit.u) / limit.r)
+          if last > from then from = last end
+          f = from + ceil((limit.full - units + limit.p * limit.u) / limit.r)
         else
           f = at + ceil((limit.full - units) / limit.r)
         end
-      elseif rewrite and limit.found > 0 then
+      elseif (rewrite or op == SETTLE) and limit.found > 0 then
         -- Refused, the call's other buckets stay as they were (written refilled to now, a clock that then stepped back
-        -- would find more units than core's stores keep); one ratecard would not write goes, a full one anyway.
+        -- would find more units than core's stores keep); one ratecard would not write goes, a full one anyway. So
+        -- does a bucket a settled lease did not hold.
         rare = rare or rarePaths(en, eu, et, es)
-        f = rare.otherFullAt(limit.found, aside, lastExp)
+        f = rare.otherFullAt(limit.found, limit.p, last)
         if f then entry = rare.entryText(limit.found) end
       end
       -- Refused, a bucket the key did not hold stays out: a missing bucket is a full one under any later shape.
@@ -254,11 +279,12 @@ ${READ_ENTRIES_LUA}
         local kept = 0
         for y = 1, m do
           -- Past the bound, an entry a held lease names is still kept: its lease charges it when it expires.
-          if kept < ${MAX_KEPT_ENTRIES} or (held and aside[en[y]]) then
+          local p = totals and rare.heldOf(totals, ' ' .. en[y] .. '=') or 0
+          if kept < ${MAX_KEPT_ENTRIES} or p > 0 then
             -- An entry of a name the call has is its bucket, written above, or a second one, dropped.
             local other = true
             for j = 1, k do if en[y] == limits[j].name then other = false break end end
-            local f = other and rare.otherFullAt(y, aside, lastExp)
+            local f = other and rare.otherFullAt(y, p, last)
             if f and f > now then
               if value then value = value .. ', ' .. rare.entryText(y) else value = rare.entryText(y) end
               kept = kept + 1
@@ -267,13 +293,14 @@ ${READ_ENTRIES_LUA}
           end
         end
       end
-      if held then
-        local text = rare.leaseText(leases)
-        if value then value = value .. ', ' .. text else value = text end
-        if not fullAt or lastExp > fullAt then fullAt = lastExp end
-      end
       write = true
     end
+  end
+  if write and leases then
+    -- The leases after the buckets: their header, then the leases in order of expiry.
+    local section = '@ ' .. sformat('%d %d', first, last) .. totals .. ', ' .. leases
+    if value then value = value .. ', ' .. section else value = section end
+    if not fullAt or last > fullAt then fullAt = last end
   end
   if write then
     -- The key expires once every bucket in it is full again (a missing key is full buckets, so nothing is lost). On

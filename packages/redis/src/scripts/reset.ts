@@ -21,20 +21,36 @@ if not raw then return {redisNow, 0} end          -- no bucket of the key exists
 local gone = {}                                   -- the names to forget, as a set
 for i = 2, #ARGV do gone[ARGV[i]] = true end
 local kept, forgotten = {}, 0
+local leases, sums, names = {}, {}, {}             -- the leases left, and what they hold per name, in order
 -- Entries are joined by ', ': split at commas, each but the first starts with a space. A held lease ('@<id>
--- <expiresAt> <name>=<amount> ...') lets go of the forgotten limits, and goes when it holds nothing more.
+-- <expiresAt> <name>=<amount> ...') lets go of the forgotten limits, and goes when it holds nothing more; the leases'
+-- header ('@ <first> <last> <name>=<amount> ...') is made again from those left.
 for entry in string.gmatch(raw, '[^,]+') do
   entry = string.gsub(entry, '^ ', '')
-  if string.sub(entry, 1, 1) == '@' then
-    local head, holds = string.match(entry, '^(@[^ ]+ %d+)(.*)$')
+  if string.sub(entry, 1, 2) == '@ ' then
+    -- the header: made again below
+  elseif string.sub(entry, 1, 1) == '@' then
+    local head, e, holds = string.match(entry, '^(@[^ ]+ (%d+))(.*)$')
     if head then
       local left = string.gsub(holds, ' ([^ =]+)=(%d+)', function(name) if gone[name] then return '' end end)
-      if left ~= '' then kept[#kept + 1] = head .. left end
+      if left ~= '' then
+        leases[#leases + 1] = {text = head .. left, e = e}
+        for name, amount in string.gmatch(left, ' ([^ =]+)=(%d+)') do
+          if not sums[name] then names[#names + 1], sums[name] = name, 0 end
+          sums[name] = sums[name] + amount
+        end
+      end
     end
   else
     local name = string.match(entry, '^([^ ]+)')
     if name and gone[name] then forgotten = forgotten + 1 else kept[#kept + 1] = entry end
   end
+end
+if #leases > 0 then
+  local header = '@ ' .. leases[1].e .. ' ' .. leases[#leases].e
+  for _, name in ipairs(names) do header = header .. ' ' .. name .. '=' .. string.format('%d', sums[name]) end
+  kept[#kept + 1] = header
+  for _, lease in ipairs(leases) do kept[#kept + 1] = lease.text end
 end
 if #kept == 0 then
   redis.call('DEL', KEYS[1])
