@@ -657,14 +657,8 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
     }
     let outcomes: Outcome[];
     try {
-      // The budget goes to the store too, so that it drops a queued call before the policy below answers it.
-      const charging = operation !== 'peek';
-      const answer = charging
-        ? this.store.consume(organization, rule.key, buckets, cost, this.deadlines.budgetMs, lease)
-        : this.store.peek(organization, rule.key, buckets, cost);
-      outcomes = Array.isArray(answer)
-        ? answer
-        : await (charging ? this.consumeDeadlines : this.deadlines).race(answer);
+      const answer = this.ask(organization, rule.key, buckets, cost, operation, lease);
+      outcomes = Array.isArray(answer) ? answer : await answer;
     } catch (error) {
       return this.byPolicy(error, request, operation, rule, limits, buckets, cost, lease);
     }
@@ -684,6 +678,26 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
   ): Promise<Decision> {
     await read;
     return this.decide(request, operation, lease);
+  }
+
+  /**
+   * The store's outcomes for a decision: as the store answered them, or its promise raced against the budget. The
+   * budget goes to the store too, so that it drops a queued call before the failure policy answers it.
+   */
+  private ask(
+    organization: string,
+    key: string,
+    buckets: readonly Limit[],
+    cost: number | readonly number[],
+    operation: Operation,
+    lease: Lease | undefined,
+  ): Outcome[] | Promise<Outcome[]> {
+    if (operation === 'peek') {
+      const answer = this.store.peek(organization, key, buckets, cost);
+      return Array.isArray(answer) ? answer : this.deadlines.race(answer);
+    }
+    const answer = this.store.consume(organization, key, buckets, cost, this.deadlines.budgetMs, lease);
+    return Array.isArray(answer) ? answer : this.consumeDeadlines.race(answer);
   }
 
   /** Reports a decision: as a Reservation when the call reserves. */
