@@ -268,14 +268,13 @@ function tooLong(value: string): boolean {
   return false;
 }
 
-// The decision path's checks throw errors built by functions of their own, and the failure policy has a method of
-// its own: V8 compiles `decide` together with the functions it calls only while their bytecode fits its inlining
-// budget, and the messages built in place took that room. With both moved out, an awaited consume on the memory
-// store took 128 to 158 ns in 16 fresh processes, against 140 to 184 ns before (a scratch A/B; `pnpm bench`'s
-// figures are in docs/benchmarks.md). `decide` itself must stay under V8's limit for one inlined function (460 bytes
-// of bytecode, Node 20): at 483 it was no longer compiled into `consume`, and an awaited consume on the memory store
-// allocated 786 bytes instead of 482 (the request's checks moved into checkRequest brought it to 447; the rule lookup
-// moved into ruleOf, with bucketLimits added, leaves it at 439).
+// The decision path's checks throw errors built by functions of their own (badName, and those of checkCost): the
+// message is built only when it is thrown. Earlier `decide` was kept under V8's limit for an inlined function (460
+// bytes of bytecode on Node 20) so that it compiled into `consume`; with leases, quotas and blocks on the one path it
+// is 560 bytes, and no longer is. Measured on a shared 2-core machine (an awaited consume on the memory store, CPU
+// time, best of six rounds of 300 000): 315 ns as it is, 285 ns with V8's limit raised so that it inlines again. Keeping
+// it under the limit would mean cutting the path into pieces whose only reason is the limit, which is not done; the
+// memory line in docs/benchmarks.md says whether the path is fast enough.
 
 function checkName(value: unknown, field: 'organization' | 'endpoint'): void {
   // The cheap UTF-16 length first: tooLong, called only for a long name, is never compiled into the decision path.
