@@ -4,7 +4,7 @@ import { type Decision, decide, decideWithoutStore } from './decision.js';
 import { DEFAULT_ENDPOINTS, type EndpointRule, EndpointRules, type EndpointSpec, EVERY_ENDPOINT } from './endpoints.js';
 import { describeValue, RateLimitError } from './errors.js';
 import { inPeriod, type Limit, type Limits, limitList, limitsByShape } from './limits.js';
-import { BlockBook, checkBlockMs, checkReason, describeKept, type Inspection } from './operations.js';
+import { type Block, BlockBook, checkBlockMs, checkReason, describeKept, type Inspection } from './operations.js';
 import { checkOptionKeys } from './options.js';
 import { type Identity, PlanBook, type Plans } from './plans.js';
 import {
@@ -271,7 +271,7 @@ function tooLong(value: string): boolean {
 // The decision path's checks throw errors built by functions of their own (badName, and those of checkCost): the
 // message is built only when it is thrown. Earlier `decide` was kept under V8's limit for an inlined function (460
 // bytes of bytecode on Node 20) so that it compiled into `consume`; with leases, quotas and blocks on the one path it
-// is 560 bytes, and no longer is. Measured on a shared 2-core machine (an awaited consume on the memory store, CPU
+// is 506 bytes, and no longer is. Measured on a shared 2-core machine (an awaited consume on the memory store, CPU
 // time, best of six rounds of 300 000): 315 ns as it is, 285 ns with V8's limit raised so that it inlines again. Keeping
 // it under the limit would mean cutting the path into pieces whose only reason is the limit, which is not done; the
 // memory line in docs/benchmarks.md says whether the path is fast enough.
@@ -643,17 +643,13 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
     // A quota as the limit of the period this decision falls in.
     const limits = inPeriod(given);
     const cost = checkCost(request.cost, limits);
-    // A cost of one number for every limit means no concurrency limit is among them (checkCost).
-    if (operation === 'consume' && typeof cost !== 'number') consumeHoldsNoLease(limits);
+    if (operation === 'consume') consumeHoldsNoLease(limits);
     if (rule === undefined) return this.answer(UNLIMITED, request, NONE, lease);
     const buckets = bucketLimits(rule, limits);
     // An operator's block refuses before the store is asked. Blocks older than a second are read first: a read that
     // fails or runs over budget sends the decision to the failure policy, as the store's own call would.
     const block = this.blocks.find(organization, rule.key);
-    if (block !== undefined) {
-      if (block instanceof Promise) return this.afterBlocksRead(block, request, operation, lease);
-      return this.answer(blocked(block, rule, limits, cost), request, buckets, lease);
-    }
+    if (block !== undefined) return this.whenBlocked(block, request, operation, rule, limits, buckets, cost, lease);
     let outcomes: Outcome[];
     try {
       const answer = this.ask(organization, rule.key, buckets, cost, operation, lease);
@@ -666,16 +662,21 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
   }
 
   /**
-   * A decision that found the blocks older than a second: decided again once they are read. A read that failed left
-   * the blocks last read in place (BlockBook), so the decision goes on with them, and to the store.
+   * A decision that found a block, refused until it ends; or the blocks older than a second, decided again once they
+   * are read (a read that failed left the blocks last read in place, so the decision goes on with them).
    */
-  private async afterBlocksRead(
-    read: Promise<unknown>,
+  private async whenBlocked(
+    found: Block | Promise<unknown>,
     request: LimitRequest,
     operation: Operation,
+    rule: EndpointRule,
+    limits: readonly Limit[],
+    buckets: readonly Limit[],
+    cost: number | readonly number[],
     lease: Lease | undefined,
   ): Promise<Decision> {
-    await read;
+    if (!(found instanceof Promise)) return this.answer(blocked(found, rule, limits, cost), request, buckets, lease);
+    await found;
     return this.decide(request, operation, lease);
   }
 

@@ -26,21 +26,22 @@ export interface LeaseKeeper {
 }
 
 /**
- * A request's cost per limit (LimitRequest.cost): a number for every token bucket, returned as is unless the limits
- * hold a concurrency limit, which takes one slot; an object keyed by limit name, one number per limit, 1 where unnamed.
+ * A request's cost per limit (LimitRequest.cost): undefined is 1 of every limit (one slot of a concurrency limit); a
+ * number is that many of every token bucket, and one slot of a concurrency limit, so with one among the limits it
+ * comes back as one number per limit; an object keyed by limit name gives one number per limit, 1 where unnamed.
  * Each must be a whole number from 1 to its limit's capacity.
  */
 export function checkCost(cost: unknown, limits: readonly Limit[]): number | number[] {
-  if (cost !== undefined && typeof cost !== 'number') return costByName(cost, limits);
-  const n = cost ?? 1;
-  if (!Number.isSafeInteger(n) || n < 1) throw badCost(cost);
+  if (cost === undefined) return 1;
+  if (typeof cost !== 'number') return costByName(cost, limits);
+  if (!Number.isSafeInteger(cost) || cost < 1) throw badCost(cost);
   let slots = false;
   for (let i = 0; i < limits.length; i++) {
     const limit = limits[i] as Limit;
     if (limit.kind === 'concurrency') slots = true;
-    else if (n > limit.capacity) throw costOverLimit(n, limit);
+    else if (cost > limit.capacity) throw costOverLimit(cost, limit);
   }
-  return slots ? limits.map((limit) => (limit.kind === 'concurrency' ? 1 : n)) : n;
+  return slots && cost !== 1 ? limits.map((limit) => (limit.kind === 'concurrency' ? 1 : cost)) : cost;
 }
 
 function costByName(cost: unknown, limits: readonly Limit[]): number[] {
@@ -60,9 +61,14 @@ function costByName(cost: unknown, limits: readonly Limit[]): number[] {
 
 /** `limiter.consume` of a request holding a concurrency limit: nothing would free its slot. */
 export function consumeHoldsNoLease(limits: readonly Limit[]): void {
-  const limit = limits.find((each) => each.kind === 'concurrency');
-  if (limit === undefined) return;
-  throw new RateLimitError(
+  for (let i = 0; i < limits.length; i++) {
+    const limit = limits[i] as Limit;
+    if (limit.kind === 'concurrency') throw consumeOfSlots(limit);
+  }
+}
+
+function consumeOfSlots(limit: Limit): RateLimitError {
+  return new RateLimitError(
     'invalid_argument',
     `ratecard: the request carries the concurrency limit ${limit.name}, which consume cannot take: nothing would free its slot. Use limiter.reserve(request) and settle the reservation when the request is done`,
   );
