@@ -189,22 +189,21 @@ class InProcessStore implements MemoryStore {
     const outcomes = this.read(organization, endpoint, limits, cost, now, held);
     const n = limits.length;
     for (let i = 0; i < n; i++) if ((outcomes[i] as Outcome) < 0) return this.refuse(outcomes, limits, now);
-    const units = this.callHeld;
-    if (lease === undefined) {
-      for (let i = 0; i < n; i++)
-        units[i] = (units[i] as number) - costAt(cost, i) * (limits[i] as Limit).unitsPerToken;
-    } else {
-      this.hold(organization, endpoint, limits, cost, lease, now, held);
-    }
+    // Charged, a bucket holds its outcome and what leases set aside there (Q = outcome + P); a reservation charges
+    // nothing, its lease sets the cost aside, and the bucket keeps Q as read.
+    if (lease !== undefined) this.hold(organization, endpoint, limits, cost, lease, now, held);
+    const units = lease === undefined ? outcomes : this.callHeld;
     for (let i = 0; i < n; i++) {
       const slot = this.callSlots[i] as number;
-      // Time never moves backwards in a bucket, or the same interval would refill twice.
       if (slot >= 0) {
-        const at = writtenAt(this.state[slot * STRIDE + 1] as number, now, limits[i] as Limit);
-        this.write(slot, units[i] as number, at, limits[i] as Limit);
+        const limit = limits[i] as Limit;
+        // Time never moves backwards in a bucket, or the same interval would refill twice.
+        const at = writtenAt(this.state[slot * STRIDE + 1] as number, now, limit);
+        this.write(slot, (units[i] as number) + (lease === undefined ? (this.callAside[i] as number) : 0), at, limit);
       }
     }
-    if (this.callMissing !== 0 && lease === undefined) this.createMissing(organization, endpoint, limits, now);
+    if (this.callMissing !== 0 && lease === undefined)
+      this.createMissing(organization, endpoint, limits, outcomes, now);
     return outcomes;
   }
 
@@ -373,16 +372,18 @@ class InProcessStore implements MemoryStore {
    * out buckets that are full, and once charged none of this call's is, so no slot read before is freed (and reused)
    * before it is written.
    */
-  private createMissing(organization: string, endpoint: string, limits: readonly Limit[], now: number): void {
+  private createMissing(
+    organization: string,
+    endpoint: string,
+    limits: readonly Limit[],
+    outcomes: Outcome[],
+    now: number,
+  ): void {
     for (let i = 0; i < limits.length; i++) {
       if (this.callSlots[i] !== -1) continue;
       const limit = limits[i] as Limit;
-      this.write(
-        this.create(endpoint, limit.name, organization, now),
-        this.callHeld[i] as number,
-        writtenAt(0, now, limit),
-        limit,
-      );
+      const units = (outcomes[i] as Outcome) + (this.callAside[i] as number);
+      this.write(this.create(endpoint, limit.name, organization, now), units, writtenAt(0, now, limit), limit);
     }
   }
 
