@@ -60,7 +60,10 @@ const REDIS_STORE_OPTIONS = {
   denyCacheSize: true,
 } satisfies Record<keyof RedisStoreOptions, true>;
 
-/** The Redis store's counters, from `stats()`. */
+/**
+ * The Redis store's counters, from `stats()`: of consume calls (and resets where said); an operator's inspect and the
+ * limiter's reads of the blocks count in none.
+ */
 export interface RedisStoreStats {
   /** Consume calls sent to Redis. */
   sent: number;
