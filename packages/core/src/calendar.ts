@@ -47,6 +47,7 @@ const CALENDAR_PERIOD_OPTIONS = { per: true, timeZone: true, anchorDay: true } s
 
 /** A calendar period made by `calendarPeriod`: checked and frozen. */
 export interface CalendarPeriod {
+  /** A day, a week from Monday, or a month from the anchor day. */
   readonly per: 'day' | 'week' | 'month';
   /**
    * The time zone as the options named it. Not as Intl resolves it: that name differs between runtimes (Node 20 turns
@@ -59,7 +60,9 @@ export interface CalendarPeriod {
 
 /** One period of a calendar, in epoch milliseconds: `start` is in it, `end` is the next period's start. */
 export interface PeriodBounds {
+  /** The first instant of the period, epoch ms. */
   readonly start: number;
+  /** The first instant of the next period, epoch ms. */
   readonly end: number;
 }
 
@@ -250,6 +253,7 @@ const NO_PERIOD: PeriodBounds = Object.freeze({ start: 0, end: 0 });
 export class CurrentPeriod {
   private bounds: PeriodBounds = NO_PERIOD;
 
+  /** @param period The calendar whose period in force this keeps. */
   constructor(readonly period: CalendarPeriod) {}
 
   /** The period `instantMs` falls in: periodAt(instantMs, period), from the kept one where it falls in that. */

@@ -51,7 +51,12 @@ export interface Decision {
   /** The endpoint rule key that applied, or null when none did. */
   rule: string | null;
   /** Set when an operator's block refused the request (`limiter.block`): why, and until when (epoch ms). */
-  block?: { readonly reason: string; readonly until: number };
+  block?: {
+    /** Why, as the operator said. */
+    readonly reason: string;
+    /** Epoch ms on this process's clock. */
+    readonly until: number;
+  };
 }
 
 /** The figures of one limit of a decision (limitStates). */

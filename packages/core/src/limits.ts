@@ -22,6 +22,7 @@ export interface Limit {
    * end exclusive). The bucket counts for that period, and is full again when a later one starts.
    */
   readonly periodStart?: number;
+  /** A quota as a store is given it: where the period ends (epoch ms, exclusive), when the next starts full. */
   readonly periodEnd?: number;
   /** Tells the buckets of one request apart, and names the limit in headers and metrics: '1s', '1m', '1h', '1d'. */
   readonly name: string;

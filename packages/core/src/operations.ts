@@ -7,6 +7,7 @@ import type { BlockChange, KeptBlock, KeptBlocks, KeptState, Store } from './sto
 export interface Inspection {
   /** The organization and the endpoint key the store keeps them under (a rule key, or `ALL /*`). */
   readonly organization: string;
+  /** The endpoint key they are kept under. */
   readonly endpoint: string;
   /** The store's now, epoch ms: every figure below is at that instant. */
   readonly at: number;
@@ -18,7 +19,9 @@ export interface Inspection {
 
 /** One limit's state (`Inspection.limits`). */
 export interface LimitInspection {
+  /** The limit's name as the store keeps it (with its numbers where no endpoint rule matched). */
   readonly name: string;
+  /** What kind of limit: as the store keeps it, a limit of slots has no bucket, only leases. */
   readonly kind: 'bucket' | 'quota' | 'concurrency';
   /** Most tokens (a quota: per period; a concurrency limit: slots as leases last reserved them, unknown: 0). */
   readonly capacity: number;
@@ -32,6 +35,7 @@ export interface LimitInspection {
 
 /** One held lease (`Inspection.leases`). */
 export interface LeaseInspection {
+  /** The lease's id. */
   readonly id: string;
   /** Epoch ms on the store's clock. */
   readonly expiresAt: number;
@@ -86,8 +90,11 @@ export function describeKept(organization: string, endpoint: string, state: Kept
 
 /** A block in force as this process keeps it: until when by its own clock (Date.now), and why. */
 export interface Block {
+  /** The endpoint key refused, or '*' for every endpoint. */
   readonly endpoint: string;
+  /** Epoch ms on this process's clock. */
   readonly until: number;
+  /** Why, as the operator said. */
   readonly reason: string;
 }
 

@@ -97,55 +97,93 @@ export interface Lease {
  * `{ id, holdMs }` holds it `holdMs` more from now, charging nothing.
  */
 export type LeaseChange =
-  | { readonly id: string; readonly actual: number | readonly number[]; readonly holdMs?: undefined }
-  | { readonly id: string; readonly holdMs: number; readonly actual?: undefined };
+  | {
+      /** The lease's id. */
+      readonly id: string;
+      /** Tokens used, one number for every limit or one per limit; 0 gives back all that was set aside. */
+      readonly actual: number | readonly number[];
+      /** Not given when settling. */
+      readonly holdMs?: undefined;
+    }
+  | {
+      /** The lease's id. */
+      readonly id: string;
+      /** Milliseconds from the store's now to hold the lease. */
+      readonly holdMs: number;
+      /** Not given when extending. */
+      readonly actual?: undefined;
+    };
 
 /** A bucket as a store keeps it (`inspect`): its units at `updatedAt` under the shape then in force. */
 export interface KeptBucket {
+  /** The limit's name: which bucket of the key this is. */
   readonly name: string;
   /** Units held at `updatedAt` (negative in debt). */
   readonly units: number;
   /** Epoch ms the units were counted at; a quota's (unitsPerMs 0): the end of the period they count for. */
   readonly updatedAt: number;
+  /** Most tokens the bucket held under the limit it was written with. */
   readonly capacity: number;
+  /** Units in one token of that limit. */
   readonly unitsPerToken: number;
+  /** Units that limit refilled per ms; 0 for a quota. */
   readonly unitsPerMs: number;
 }
 
 /** A held lease as a store keeps it (`inspect`): per limit name, the tokens it set aside or the slots it takes. */
 export interface KeptLease {
+  /** The lease's id, as the reserving call gave it. */
   readonly id: string;
+  /** Epoch ms on the store's clock. */
   readonly expiresAt: number;
-  readonly holds: readonly { readonly name: string; readonly amount: number }[];
+  /** Per limit name, the tokens set aside or the slots taken. */
+  readonly holds: readonly {
+    /** The limit's name. */
+    readonly name: string;
+    /** Tokens of a bucket or quota, slots of a concurrency limit. */
+    readonly amount: number;
+  }[];
 }
 
 /** What `inspect` answers: the store's now, and what it keeps under a key. */
 export interface KeptState {
+  /** The store's clock when it read the key, epoch ms. */
   readonly now: number;
+  /** Every bucket the key holds, as written. */
   readonly buckets: readonly KeptBucket[];
+  /** Every lease held on the key. */
   readonly leases: readonly KeptLease[];
 }
 
 /** A block in force: the organization's requests to `endpoint` ('*': every endpoint) are refused until `until`. */
 export interface KeptBlock {
+  /** Whose requests are refused. */
   readonly organization: string;
+  /** The endpoint key refused, or '*' for every endpoint. */
   readonly endpoint: string;
   /** Epoch ms on the store's clock. */
   readonly until: number;
+  /** Why, as the operator said ('' when not). */
   readonly reason: string;
 }
 
 /** What `blocks` answers: the store's now, and the blocks in force. */
 export interface KeptBlocks {
+  /** The store's clock when it answered, epoch ms. */
   readonly now: number;
+  /** The blocks whose end is after `now`. */
   readonly blocks: readonly KeptBlock[];
 }
 
 /** A change `blocks` makes: block `organization` on `endpoint` ('*' for every endpoint) for `ms`, or lift it (`ms` 0). */
 export interface BlockChange {
+  /** Whose requests to refuse. */
   readonly organization: string;
+  /** The endpoint key, or '*' for every endpoint. */
   readonly endpoint: string;
+  /** How long from the store's now, in ms; 0 lifts the block. */
   readonly ms: number;
+  /** Why ('' when not said). */
   readonly reason: string;
 }
 
