@@ -64,7 +64,13 @@ export class KeyEncoder {
   /** endpoint → its encoding. */
   private readonly encoded = new Map<string, string>();
 
-  constructor(readonly prefix: string) {}
+  /** The one hash of every block (scripts/blocks.ts): no hash tag, so it lives in one slot, on one master. */
+  readonly blocks: string;
+
+  constructor(readonly prefix: string) {
+    // Braces are refused in a prefix, so no endpoint key (whose organization is in braces) is this one.
+    this.blocks = `${prefix}blocks`;
+  }
 
   key(organization: string, endpoint: string): string {
     let suffix = this.encoded.get(endpoint);
@@ -75,5 +81,21 @@ export class KeyEncoder {
     }
     // The encoded organization is also the key's hash tag.
     return `${this.prefix}{${encodeName(organization)}}:${suffix}`;
+  }
+}
+
+/** A block's field in the blocks hash: the organization and endpoint encoded, so that no two pairs share one. */
+export function blockField(organization: string, endpoint: string): string {
+  return `${encodeName(organization)}:${encodeName(endpoint)}`;
+}
+
+/** The organization and endpoint of a block's field; undefined for a field ratecard would not write. */
+export function blockOf(field: string): { organization: string; endpoint: string } | undefined {
+  const cut = field.indexOf(':');
+  if (cut < 1) return undefined;
+  try {
+    return { organization: decodeName(field.slice(0, cut)), endpoint: decodeName(field.slice(cut + 1)) };
+  } catch {
+    return undefined;
   }
 }

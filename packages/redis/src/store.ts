@@ -1,8 +1,12 @@
 import {
+  type BlockChange,
   checkOptionKeys,
   clientClock,
   costAt,
   describeValue,
+  type KeptBlock,
+  type KeptBlocks,
+  type KeptState,
   type Lease,
   type LeaseChange,
   type Limit,
@@ -25,11 +29,13 @@ import {
   runScriptOnMaster,
 } from './client.js';
 import { DenyCache } from './deny-cache.js';
-import { KeyEncoder } from './keys.js';
+import { blockField, blockOf, KeyEncoder } from './keys.js';
+import { BLOCKS } from './scripts/blocks.js';
 import { CONSUME, CONSUME_ON_MASTER, Op, packCall, packedSize } from './scripts/consume.js';
+import { INSPECT } from './scripts/inspect.js';
 import type { LuaScript } from './scripts/lua-script.js';
 import { RESET } from './scripts/reset.js';
-import { MAX_UPDATED_AT } from './value.js';
+import { keptState, MAX_UPDATED_AT } from './value.js';
 
 /** Options of `redisStore`: the client, and how keys and time are kept. */
 export interface RedisStoreOptions {
@@ -120,6 +126,10 @@ export interface RedisStore extends Store {
     cost: number | readonly number[],
   ): Promise<Outcome[]>;
   reset(organization: string, endpoint: string, limits: readonly Limit[], budgetMs?: number): Promise<void>;
+  /** One script call to the key's server (in a cluster, its master): Redis TIME and the key's value together. */
+  inspect(organization: string, endpoint: string): Promise<KeptState>;
+  /** One script call to the one hash every block is kept in (`<prefix>blocks`), however many blocks there are. */
+  blocks(change?: BlockChange): Promise<KeptBlocks>;
   close(): void;
   /** Counters since the store was made. */
   stats(): RedisStoreStats;
@@ -378,6 +388,48 @@ class RedisBucketStore implements RedisStore {
     }
   }
 
+  async inspect(organization: string, endpoint: string): Promise<KeptState> {
+    const key = this.checkedKey(organization, endpoint);
+    const reply = await this.operation(INSPECT, key, [this.clockArgument()]);
+    // The now, then the value when the key exists (see scripts/inspect.ts).
+    if (!Array.isArray(reply) || reply.length < 1 || reply.length > 2 || typeof reply[0] !== 'number') {
+      throw failure(new Error(`unexpected inspect reply ${describeValue(reply)}`));
+    }
+    const value = reply[1] as unknown;
+    if (value !== undefined && !Buffer.isBuffer(value) && typeof value !== 'string') {
+      throw failure(new Error(`unexpected inspect reply ${describeValue(reply)}`));
+    }
+    return keptState(value, reply[0]);
+  }
+
+  async blocks(change?: BlockChange): Promise<KeptBlocks> {
+    if (this.closed) throw this.closedError();
+    if (change !== undefined && change.organization.length === 0) throw emptyOrganization();
+    const args =
+      change === undefined
+        ? [this.clockArgument(), '', '0', '']
+        : [
+            this.clockArgument(),
+            blockField(change.organization, change.endpoint),
+            String(change.ms),
+            Buffer.from(change.reason, 'utf8'),
+          ];
+    const reply = await this.operation(BLOCKS, this.keys.blocks, args);
+    // The now, then each block in force as its field and value (see scripts/blocks.ts).
+    if (!Array.isArray(reply) || reply.length % 2 !== 1 || typeof reply[0] !== 'number') {
+      throw failure(new Error(`unexpected blocks reply ${describeValue(reply)}`));
+    }
+    const blocks: KeptBlock[] = [];
+    for (let i = 1; i < reply.length; i += 2) {
+      const block = blockOf(String(reply[i]));
+      const value = String(reply[i + 1]);
+      const cut = value.indexOf(' ');
+      if (block === undefined || cut < 1) continue;
+      blocks.push({ ...block, until: Number(value.slice(0, cut)), reason: value.slice(cut + 1) });
+    }
+    return { now: reply[0], blocks };
+  }
+
   close(): void {
     this.closed = true;
     this.connection.release();
@@ -406,6 +458,19 @@ class RedisBucketStore implements RedisStore {
     if (this.closed) throw this.closedError();
     if (organization.length === 0) throw emptyOrganization();
     return this.keys.key(organization, endpoint);
+  }
+
+  /**
+   * Runs an operator's script on one key, refused at once as a consume is: while the client cannot send, or while
+   * Redis (the key's master) leaves a call unanswered past its budget.
+   */
+  private operation(script: LuaScript, key: string, args: (string | Buffer)[]): Promise<unknown> {
+    const slot = this.connection.cluster ? calculateSlot(key) : 0;
+    if (performance.now() > this.overdue.earliest && this.overdue.unanswered(this.routeOf(slot))) {
+      this.unavailable++;
+      return Promise.reject(this.overdueError);
+    }
+    return this.run(script, [key], args);
   }
 
   /** Runs a script on one call's keys, refusing at once when the client could only queue it in its offline queue. */

@@ -3,7 +3,7 @@
  * scripts/consume.ts, and docs/redis.md describes it; this is its one reader outside Redis, and it reads exactly what
  * the scripts do.
  */
-import { MAX_BUCKET_UNITS, MAX_INTERVAL_MS } from '@ratecard/core';
+import { type KeptBucket, type KeptLease, type KeptState, MAX_BUCKET_UNITS, MAX_INTERVAL_MS } from '@ratecard/core';
 
 /** A bucket as Redis holds it: the units it held when, and the shape of the limit then in force (docs/algorithm.md). */
 export interface StoredBucket {
@@ -15,7 +15,7 @@ export interface StoredBucket {
   updatedAt: number;
   /** Most tokens the bucket held under that limit. */
   capacity: number;
-  /** Units that limit refilled per ms. */
+  /** Units that limit refilled per ms; 0 for a quota, whose `updatedAt` is the end of the period it counts for. */
   unitsPerMs: number;
   /** Units in one token of that limit. */
   unitsPerToken: number;
@@ -102,11 +102,13 @@ function decode(value: string | Uint8Array): { buckets: StoredBucket[]; leases: 
       unitsPerToken: Number(fields[6]),
     };
     const full = bucket.capacity * bucket.unitsPerToken;
+    // A quota is kept as a bucket that never refills, a request one unit (docs/stores.md, "Quotas").
+    const quota = bucket.unitsPerMs === 0 && bucket.unitsPerToken === 1;
     if (
       bucket.capacity >= 1 &&
       bucket.unitsPerToken >= 1 &&
       bucket.unitsPerToken <= MAX_INTERVAL_MS &&
-      bucket.unitsPerMs >= 1 &&
+      (bucket.unitsPerMs >= 1 || quota) &&
       full <= MAX_BUCKET_UNITS &&
       bucket.units <= full &&
       bucket.units >= -full &&
@@ -122,7 +124,8 @@ function decode(value: string | Uint8Array): { buckets: StoredBucket[]; leases: 
  * Decodes an endpoint's value (a string, or the bytes `getBuffer` returns): its buckets in the order they are held.
  * Returns undefined for a value the scripts read as no bucket at all: anything but entries joined by `, ` (then held
  * leases, see decodeEndpointLeases). An entry whose shape is not three numbers or whose numbers lie outside the bounds
- * core puts on a limit (capacity × unitsPerToken ≤ 2^52, unitsPerToken ≤ MAX_INTERVAL_MS, each at least 1, units
+ * core puts on a limit (capacity × unitsPerToken ≤ 2^52, unitsPerToken ≤ MAX_INTERVAL_MS, each at least 1 but a
+ * quota's unitsPerMs, 0 with unitsPerToken 1, units
  * between minus and plus a full bucket, updatedAt at most MAX_UPDATED_AT) is left out, as is a second entry of one
  * name: the scripts read the first entry of a name, and a missing or unreadable one as a full bucket. (The scripts
  * check an entry's shape only when its text differs from the request's, whose bounds core checked: the same entries
@@ -139,4 +142,50 @@ export function decodeEndpointValue(value: string | Uint8Array): StoredBucket[] 
  */
 export function decodeEndpointLeases(value: string | Uint8Array): StoredLease[] | undefined {
   return decode(value)?.leases;
+}
+
+/**
+ * What a value holds at `now` (the store's clock), as `Store.inspect` answers it: the leases whose instant has come
+ * expired in order of it, each charging the buckets it names what it set aside, exactly as the next script run on the
+ * key will (scripts/bucket.ts, `charge`): refilled to the lease's expiry under the bucket's own shape, then less its
+ * tokens; a name with no bucket (a full one, or a concurrency limit's slots) is charged nothing. A missing value, or
+ * one the scripts read as holding nothing, holds nothing.
+ */
+export function keptState(value: string | Uint8Array | undefined, now: number): KeptState {
+  const decoded = value === undefined ? undefined : decode(value);
+  if (decoded === undefined) return { now, buckets: [], leases: [] };
+  const buckets = decoded.buckets.map((bucket) => ({ ...bucket }));
+  const due = decoded.leases.filter((lease) => lease.expiresAt <= now).sort((a, b) => a.expiresAt - b.expiresAt);
+  for (const lease of due) {
+    for (const [name, tokens] of Object.entries(lease.holds)) {
+      const bucket = buckets.find((candidate) => candidate.name === name);
+      if (bucket === undefined) continue;
+      const full = bucket.capacity * bucket.unitsPerToken;
+      const elapsed = lease.expiresAt - bucket.updatedAt;
+      let units = bucket.units;
+      // A quota never refills, and its updatedAt is its period's end, not an instant it was counted at.
+      if (elapsed > 0 && bucket.unitsPerMs > 0) {
+        const refill = elapsed * bucket.unitsPerMs;
+        units = refill >= full - units ? full : units + refill;
+        bucket.updatedAt = lease.expiresAt;
+      }
+      bucket.units = units - tokens * bucket.unitsPerToken;
+    }
+  }
+  const kept: KeptBucket[] = buckets.map(({ name, units, updatedAt, capacity, unitsPerToken, unitsPerMs }) => ({
+    name,
+    units,
+    updatedAt,
+    capacity,
+    unitsPerToken,
+    unitsPerMs,
+  }));
+  const leases: KeptLease[] = decoded.leases
+    .filter((lease) => lease.expiresAt > now)
+    .map(({ id, expiresAt, holds }) => ({
+      id,
+      expiresAt,
+      holds: Object.entries(holds).map(([name, amount]) => ({ name, amount })),
+    }));
+  return { now, buckets: kept, leases };
 }
