@@ -2,7 +2,7 @@
  * Instructions redis-server spends per decision of a script, counted by callgrind: repeatable where timings are not,
  * so two versions of a script can be compared to a few tenths of a percent. Needs valgrind (Debian: valgrind).
  *
- *   pnpm --filter @ratecard/redis script-cost [consume|reserve-settle|empty|mget|mget-set-px] [--lone] [--limits 2]
+ *   pnpm --filter @ratecard/redis script-cost [consume|reserve-settle|empty|mget|mget-set-px] [--lone] [--limits 2] [--json]
  *
  * Starts `valgrind --tool=callgrind redis-server` on a free port, writes 2 000 half-full buckets, runs 32 script calls
  * to warm up, zeroes the counters, runs 150 script calls of 128 keys each (clock 'client', 2 ms apart, limit 250,
@@ -16,7 +16,9 @@
  * the two, so the figure includes reading, expiring and writing a lease section.
  *
  * `--lone`: a decision at one call in flight instead, as the benchmark's 1-in-flight shape makes them: 4 800 script
- * calls of one key each, on Redis' clock (the script reads TIME and writes SET … PXAT).
+ * calls of one key each, on Redis' clock (the script reads TIME and writes SET … PXAT). `consume --lone` of one limit
+ * then measures the floor script (floor-script.ts) the same way on the same buckets, written half full again, and
+ * prints the ratio of the two: issue 40's line. `--json`: the figures as one JSON object, for `pnpm bench`.
  *
  * Two runs of one build agree within a few tenths of a percent. They did not while the buckets started empty: a
  * bucket one token short of full expires a quarter of a second after its write, and whether valgrind came back to
@@ -31,6 +33,7 @@ import { parseArgs } from 'node:util';
 import { type Limit, perHour, perMinute } from '@ratecard/core';
 import { Redis } from 'ioredis';
 import { CONSUME, Op, packCall, packedSize } from '../../src/scripts/consume.js';
+import { FLOOR, floorArgs } from './floor-script.js';
 
 const BUCKETS = 2_000;
 const PER_CALL = 128;
@@ -78,7 +81,7 @@ async function lastDumpTotal(dir: string): Promise<number> {
 async function main(): Promise<void> {
   const { positionals, values } = parseArgs({
     allowPositionals: true,
-    options: { lone: { type: 'boolean' }, limits: { type: 'string', default: '1' } },
+    options: { lone: { type: 'boolean' }, limits: { type: 'string', default: '1' }, json: { type: 'boolean' } },
   });
   const limits: Limit[] = [perMinute(250), perHour(10_000)].slice(0, Number(values.limits));
   const which = positionals[0] ?? 'consume';
@@ -116,8 +119,7 @@ async function main(): Promise<void> {
     packCall(pair, 0, limits, 1);
     let next = 0;
     let leaseCount = 0;
-    // Near Redis' clock, so that on it (--lone) the buckets are half full too.
-    let now = Date.now();
+    let now = 0;
     /** One script call: a batch of consumes, or (reserve-settle) of reserves and then one of their settles. */
     const send = async (batch: string[], numbers: Buffer): Promise<void> => {
       now += 2;
@@ -139,26 +141,42 @@ async function main(): Promise<void> {
       await send(batch, pack(Op.reserve, 60_000));
       await send(batch, pack(Op.settle));
     };
-    // Every bucket half full, as in a busy run. A bucket near full expires within a fraction of a second (its TTL is
-    // the time until it is full again), sooner than valgrind comes back to it: the script would read missing keys
-    // and never decode a value.
-    const value = limits
-      .map((limit) => {
-        const half = Math.floor(limit.capacity / 2) * limit.unitsPerToken;
-        return `${limit.name} ${half} ${now} ${limit.capacity}/${limit.unitsPerMs}/${limit.unitsPerToken}`;
-      })
-      .join(', ');
-    for (const org of orgs) await client.set(org, value, 'PX', 600_000);
-    for (let i = 0; i < WARM_CALLS; i++) await call();
-    await callgrindControl('-z', pid);
-    for (let i = 0; i < measuredCalls; i++) await call();
-    await callgrindControl('-d', pid);
-    const decisions = measuredCalls * perCall;
-    const total = await lastDumpTotal(dir);
+    /** Instructions per decision of `calls`, each bucket half full first, as in a busy run. */
+    const perDecision = async (calls: () => Promise<void>): Promise<number> => {
+      // Near Redis' clock, so that on it (--lone) the buckets are half full too. A bucket near full expires within a
+      // fraction of a second (its TTL is the time until it is full again), sooner than valgrind comes back to it: the
+      // script would read missing keys and never decode a value.
+      now = Date.now();
+      const value = limits
+        .map((limit) => {
+          const half = Math.floor(limit.capacity / 2) * limit.unitsPerToken;
+          return `${limit.name} ${half} ${now} ${limit.capacity}/${limit.unitsPerMs}/${limit.unitsPerToken}`;
+        })
+        .join(', ');
+      for (const org of orgs) await client.set(org, value, 'PX', 600_000);
+      for (let i = 0; i < WARM_CALLS; i++) await calls();
+      await callgrindControl('-z', pid);
+      for (let i = 0; i < measuredCalls; i++) await calls();
+      await callgrindControl('-d', pid);
+      return (await lastDumpTotal(dir)) / (measuredCalls * perCall);
+    };
     const shape = `${limits.length} limit${limits.length === 1 ? '' : 's'}`;
-    console.log(
-      `${which}, ${shape}: ${Math.round(total / decisions)} instructions per decision (${total} over ${decisions})`,
-    );
+    const figures: Record<string, number> = { [which]: await perDecision(call) };
+    // The floor beside the store's script, on the same server and buckets: one key, one limit, on Redis' clock.
+    if (lone && which === 'consume' && limits.length === 1) {
+      const floorSha = (await client.script('LOAD', FLOOR.text)) as string;
+      const args = floorArgs(limits[0] as Limit, 1);
+      figures.floor = await perDecision(async () => {
+        await client.evalsha(floorSha, 1, orgs[next] as string, ...args);
+        next = (next + 1) % BUCKETS;
+      });
+    }
+    if (values.json === true) console.log(JSON.stringify(figures));
+    else
+      for (const [name, figure] of Object.entries(figures))
+        console.log(`${name}, ${shape}: ${Math.round(figure)} instructions per decision`);
+    if (figures.floor !== undefined && values.json !== true)
+      console.log(`${which} / floor: ${((figures[which] as number) / figures.floor).toFixed(3)}x`);
   } finally {
     client.disconnect();
     server.kill('SIGTERM');
