@@ -69,7 +69,8 @@ local function rarePaths(en, eu, et, es)
     if not a then return nil end
     -- Arithmetic converts a string once; Lua 5.1's tonumber converts it twice (lua_isnumber, then lua_tonumber).
     local capacity, r, u = a + 0, b + 0, c + 0
-    if capacity < 1 or u < 1 or u > ${MAX_INTERVAL_MS} or r < 1 or capacity * u > ${MAX_BUCKET_UNITS}
+    -- R is at least 1, but a quota's: 0, with U 1.
+    if capacity < 1 or u < 1 or u > ${MAX_INTERVAL_MS} or r < 1 and (r ~= 0 or u ~= 1) or capacity * u > ${MAX_BUCKET_UNITS}
       or units > capacity * u or units < -capacity * u then return nil end
     return capacity, u, r
   end
@@ -99,6 +100,21 @@ local function rarePaths(en, eu, et, es)
     return unitsAt(su, st, sc, sU, sR, now, c, u), at, true
   end
 
+  -- What entry x holds for a quota whose call falls in the period ending at pe (core's unitsAt with periodEnd): what it
+  -- stored for the period ending at its updatedAt, a full bucket if that period ended before pe (the stored shape
+  -- aside); then the period it is written for, the later of the two (writtenAt), and whether it was written under
+  -- another shape. An entry ratecard would not write is a full bucket.
+  function rare.quotaAt(x, pe, full, shape)
+    local su, st = eu[x] + 0, et[x] + 0
+    if st > ${MAX_UPDATED_AT} then return full, pe, false end
+    local moved = es[x] ~= shape
+    if moved and not storedShape(es[x], su) or not moved and (su > full or su < -full) then return full, pe, false end
+    local at = pe
+    if st > pe then at = st end
+    if st < pe or su > full then return full, at, moved end
+    return su, at, moved
+  end
+
   -- When entry x, which no limit of the call names, is full again by its own shape (nil for one ratecard would not
   -- write): an entry is kept in the value until then, so that a limit a later call names again finds its bucket. With
   -- leases held (p: the tokens they set aside on it; last: the latest expiry), not before the last expires, and
@@ -108,6 +124,10 @@ local function rarePaths(en, eu, et, es)
     if st > ${MAX_UPDATED_AT} then return nil end
     local sc, sU, sR = storedShape(es[x], su)
     if not sc then return nil end
+    if sR == 0 then                               -- a quota: full again when its period ends
+      if last and last > st then return last end
+      return st
+    end
     if not last then return st + ceil((sc * sU - su) / sR) end
     if last > st then st = last end
     return st + ceil((sc * sU - su + p * sU) / sR)
@@ -146,7 +166,7 @@ local function rarePaths(en, eu, et, es)
         local sc, sU, sR = storedShape(es[x], su)
         if not sc then return end
         eu[x] = refilled(su, st, e, sR, sc * sU) - tokens * sU
-        if e > st then et[x] = e end
+        if e > st and sR ~= 0 then et[x] = e end   -- a quota's updatedAt is its period's end
         return
       end
     end

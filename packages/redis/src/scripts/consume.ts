@@ -17,7 +17,8 @@ import { type LuaScript, luaScript } from './lua-script.js';
  *
  * KEYS: one per call. ARGV[1]: now in ms, or '' for Redis TIME. ARGV[2]: the calls, packed: per call k and op
  * (little-endian doubles; op 0 consume, 1 reserve, 2 settle, 3 extend, 4 peek), then for each of its k limits its
- * name (zero-terminated) and capacity, unitsPerMs, unitsPerToken and cost (doubles; for a settle, the actual tokens),
+ * name (zero-terminated) and capacity, unitsPerMs, unitsPerToken, cost (for a settle, the actual tokens) and a quota's
+ * periodEnd (0 for any other limit; doubles),
  * then for ops 1 to 3 the lease id (zero-terminated) and for ops 1 and 3 its ms (double); when every call of the batch
  * is the same, that list once for all. ARGV[3]: '1' when a key may appear more than once in the batch, else ''.
  * ARGV[4]: the last ms by Redis TIME at which anyone still waits for the batch, or '' when the store cannot tell yet:
@@ -74,8 +75,8 @@ for i = 1, n do
     if k < 1 then return redis.error_reply('ratecard: a call without buckets') end
     for j = 1, k do
       local start = pos
-      local nm, c, r, u, cost, limit, bytes
-      nm, c, r, u, cost, pos = sunpack('<sdddd', packed, pos)
+      local nm, c, r, u, cost, pe, limit, bytes
+      nm, c, r, u, cost, pe, pos = sunpack('<sddddd', packed, pos)
       if i > 1 then
         bytes = ssub(packed, start, pos - 1)
         byBytes = byBytes or {}
@@ -84,9 +85,11 @@ for i = 1, n do
       if not limit then
         -- '%d' prints the shape's numbers exactly (each is below 2^53; tostring would print a double past 1e14 in
         -- exponent form). Lua interns strings, so two equal shape texts are one string: comparing them compares two
-        -- pointers. A concurrency limit has R 0 (it never refills) and no entry.
+        -- pointers. A concurrency limit has R 0 (it never refills) and no entry; a quota has R 0 and its period's end.
         local shape = sformat('%d/%d/%d', c, r, u)
-        limit = {name = nm, c = c, r = r, u = u, cost = cost, need = cost * u, full = c * u, shape = shape,
+        if pe == 0 then pe = nil end
+        limit = {name = nm, c = c, r = r, u = u, cost = cost, need = cost * u, full = c * u, shape = shape, pe = pe,
+          slots = r == 0 and not pe,
           head = nm .. ' ', tail = sformat(' %d %s', now, shape), key = ' ' .. nm .. '=', hold = false,
           held = 0, p = 0, at = 0, moved = false, found = 0, settled = false}
         if bytes then byBytes[bytes] = limit end
@@ -152,14 +155,18 @@ ${READ_ENTRIES_LUA}
     for j = 1, k do
       local limit = limits[j]
       local full = limit.full
-      local h, at, moved, x = full, now, false, 0
-      if limit.r ~= 0 then
+      local h, at, moved, x = full, limit.pe or now, false, 0
+      if not limit.slots then
         -- The first entry of the limit's name; none is a full bucket.
         local nm = limit.name
         for y = 1, m do if en[y] == nm then x = y break end end
         if x > 0 then
           seen = seen + 1
-          if es[x] == limit.shape then              -- the request's shape, one pointer compared
+          if limit.pe then
+            rare = rare or rarePaths(en, eu, et, es)
+            h, at, moved = rare.quotaAt(x, limit.pe, full, limit.shape)
+            if moved then rewrite = true end
+          elseif es[x] == limit.shape then          -- the request's shape, one pointer compared
             -- rare.heldAt's first branch, inline: the path of nearly every call.
             local su, st = eu[x] + 0, et[x] + 0
             if st <= MAX_UPDATED_AT and su <= full and su >= -full then
@@ -188,7 +195,7 @@ ${READ_ENTRIES_LUA}
         -- A bucket the lease held is charged the actual (the call's cost), but no deeper than core's debtFloor (minus
         -- the capacity, and above -2^52) below what the other leases set aside; a concurrency limit's slot is freed by
         -- the lease leaving; a limit the lease did not hold is left as it was.
-        local settled = limit.r ~= 0 and sfind(holds, limit.key, 1, true) ~= nil
+        local settled = not limit.slots and sfind(holds, limit.key, 1, true) ~= nil
         if settled then
           local floorUnits = -full
           if full >= DEBT_OFFSET then floorUnits = 1 - DEBT_OFFSET end
@@ -234,21 +241,25 @@ ${READ_ENTRIES_LUA}
           if op == CONSUME then units = units - limit.need end
         else
           if free >= 0 then reply[o] = -1 - free else reply[o] = free - 1 - DEBT_OFFSET end  -- core's refusal(held)
-          -- Steady: refilling at the request's own shape since now or before, with nothing set aside that a settle
-          -- could give back, so a deny cache may extrapolate it.
+          -- Steady: refilling at the request's own shape since now or before (a quota: holding what it holds until its
+          -- period ends), with nothing set aside that a settle could give back, so a deny cache may extrapolate it.
           flags = flags or {}
-          if at == now and limit.p == 0 and limit.r ~= 0 then flags[#flags + 1] = 1 else flags[#flags + 1] = 0 end
+          if limit.p == 0 and (at == now and limit.r ~= 0 or limit.pe) then flags[#flags + 1] = 1
+          else flags[#flags + 1] = 0 end
         end
       end
-      if limit.r == 0 or op == PEEK then
+      if limit.slots or op == PEEK then
         -- A concurrency limit keeps no entry: its leases are its state. A peek writes nothing.
       elseif (admit or limit.moved) and (op ~= SETTLE or limit.settled) then
         if at == now then entry = limit.head .. sformat('%d', units) .. limit.tail
         else entry = limit.head .. sformat('%d %d ', units, at) .. limit.shape end
         -- Full again at: core's msUntilFull, ceilDiv of two integers below 2^53, whose quotient is rounded once and
         -- never across an integer, so its ceiling is exact. With leases held, no sooner than the last expires,
-        -- counting what they set aside.
-        if last then
+        -- counting what they set aside. A quota's is the end of its period (at), or the last expiry if later.
+        if limit.pe then
+          f = at
+          if last and last > f then f = last end
+        elseif last then
           local from = at
           if last > from then from = last end
           f = from + ceil((limit.full - units + limit.p * limit.u) / limit.r)
@@ -362,7 +373,7 @@ export type Op = (typeof Op)[keyof typeof Op];
 /** The bytes packCall writes for one call of these limits, with a lease id and ms as it is given them. */
 export function packedSize(limits: readonly Limit[], id?: string, ms?: number): number {
   let size = 16;
-  for (const limit of limits) size += limit.name.length + 1 + 32;
+  for (const limit of limits) size += limit.name.length + 1 + 40;
   if (id !== undefined) size += id.length + 1;
   if (ms !== undefined) size += 8;
   return size;
@@ -370,8 +381,8 @@ export function packedSize(limits: readonly Limit[], id?: string, ms?: number): 
 
 /**
  * Writes one call at `offset` as the scripts read it: k and op, then each limit's name (zero-terminated; a name is
- * ASCII, see core's limits.ts) and capacity, unitsPerMs, unitsPerToken and cost (costAt: one number for every limit, or
- * one per limit), then for a reserve, settle or extend the lease id (ASCII) and for a reserve or extend `ms`, the
+ * ASCII, see core's limits.ts) and capacity, unitsPerMs, unitsPerToken, cost (costAt: one number for every limit, or
+ * one per limit) and a quota's periodEnd (0 for any other limit), then for a reserve, settle or extend the lease id (ASCII) and for a reserve or extend `ms`, the
  * numbers little-endian doubles (exact for integers below 2^53). Returns the offset after them.
  */
 export function packCall(
@@ -393,6 +404,7 @@ export function packCall(
     at = buffer.writeDoubleLE(limit.unitsPerMs, at);
     at = buffer.writeDoubleLE(limit.unitsPerToken, at);
     at = buffer.writeDoubleLE(costAt(cost, j), at);
+    at = buffer.writeDoubleLE(limit.periodEnd ?? 0, at);
   }
   if (id === undefined) return at;
   at += buffer.write(id, at, 'latin1');
