@@ -20,7 +20,8 @@ interface Denial {
  * in whatever frame the store passes, the same for every call: the client clock, or performance.now(). The store
  * asks and fills it for calls of one limit only (see store.ts), and only with a denial the script flags steady: never
  * one by a concurrency limit (a slot frees whenever a holder settles) nor one of a bucket that leases set tokens aside
- * on (a settle or cancel gives them back at once, faster than any refill).
+ * on (a settle or cancel gives them back at once, faster than any refill). A quota refills nothing within its period:
+ * its denial holds until the period ends, for calls that state the same period.
  */
 export class DenyCache {
   private readonly entries = new Map<string, Denial>();
@@ -34,7 +35,7 @@ export class DenyCache {
   }
 
   /**
-   * The outcome of a call the cache can answer: the same limit name and shape, the same or a larger cost, before `until`. The units
+   * The outcome of a call the cache can answer: the same limit name and shape (a quota: and period), the same or a larger cost, before `until`. The units
    * held are extrapolated at the shape's rate, up to its capacity; the denial itself is exact, the units as exact as
    * `base` is.
    */
@@ -54,7 +55,8 @@ export class DenyCache {
         (limit.name !== shape.name ||
           limit.capacity !== shape.capacity ||
           limit.unitsPerMs !== shape.unitsPerMs ||
-          limit.unitsPerToken !== shape.unitsPerToken))
+          limit.unitsPerToken !== shape.unitsPerToken ||
+          limit.periodEnd !== shape.periodEnd))
     ) {
       return undefined;
     }

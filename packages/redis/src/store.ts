@@ -750,7 +750,11 @@ class RedisBucketStore implements RedisStore {
         if (steady && cacheDenials) {
           const limit = (batch.limits[i] as readonly Limit[])[0] as Limit;
           const cost = costAt(batch.costs[i] as number | readonly number[], 0);
-          const wait = msUntilAvailable(outcome, limit, cost);
+          // A quota refills nothing: short until its period ends (by the clock the limiter stated the period in).
+          const wait =
+            limit.periodEnd === undefined
+              ? msUntilAvailable(outcome, limit, cost)
+              : limit.periodEnd - Math.floor(this.now());
           // Client clock: exact in that clock. Redis clock: the script ran after `sentAt` and before `receivedAt`,
           // so `sentAt + wait` is never later than the exact instant, and units counted from `receivedAt` never more.
           // At most DENY_HORIZON_MS, so that a reset by another process (which this one cannot see) reaches it then.

@@ -1,4 +1,4 @@
-import { perSecond } from '@ratecard/core';
+import { inPeriod, type Limit, perSecond, quota } from '@ratecard/core';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisStore, redisStore } from '../src/index.js';
@@ -78,6 +78,30 @@ describe.skipIf(REDIS_URL === null)('the deny cache', () => {
     expect(await consumeRpm(store, org, 'e', 25, 2)).toBe(-1 - U);
     expect(store.stats().denyCacheHits).toBe(1);
     expect(await consumeRpm(store, org, 'e', 600, 1)).toBe(0);
+  });
+
+  it("answers a quota's refusal until its period ends, 1 s at most, and never a call of the next period", async () => {
+    freshStore();
+    const org = uniqueOrg('quota');
+    const daily = quota(2, { per: 'day', name: 'daily' });
+    const today = inPeriod([daily], T0)[0] as Limit;
+    const end = today.periodEnd as number;
+    expect(await store.consume(org, 'e', [today], 2)).toEqual([0]);
+    expect(await store.consume(org, 'e', [today], 1)).toEqual([-1]);
+    const sent = store.stats().sent;
+    clock.now = T0 + 999;
+    expect(await store.consume(org, 'e', [today], 1)).toEqual([-1]);
+    expect(store.stats()).toMatchObject({ sent, denyCacheHits: 1 });
+    // A second on, Redis answers again (a reset elsewhere would reach this process then).
+    clock.now = T0 + 1_000;
+    expect(await store.consume(org, 'e', [today], 1)).toEqual([-1]);
+    expect(store.stats()).toMatchObject({ sent: sent + 1, denyCacheHits: 1 });
+    // Refused in the period's last ms, remembered only until its end: the next period's call is admitted.
+    clock.now = end - 1;
+    expect(await store.consume(org, 'e', [inPeriod([daily], clock.now)[0] as Limit], 1)).toEqual([-1]);
+    clock.now = end;
+    expect(await store.consume(org, 'e', [inPeriod([daily], clock.now)[0] as Limit], 1)).toEqual([1]);
+    expect(store.stats()).toMatchObject({ sent: sent + 3, denyCacheHits: 1 });
   });
 
   it('forgets a bucket once a call charges it', async () => {

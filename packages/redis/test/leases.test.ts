@@ -1,4 +1,4 @@
-import { concurrency, DEBT_OFFSET, type Limit, perMinute, perSecond, refusal } from '@ratecard/core';
+import { concurrency, DEBT_OFFSET, inPeriod, type Limit, perMinute, perSecond, quota, refusal } from '@ratecard/core';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeEndpointLeases, decodeEndpointValue, endpointKey, type RedisStore, redisStore } from '../src/index.js';
@@ -116,6 +116,22 @@ function leaseSuite(connect: () => Promise<Connected>) {
     expect(store.stats().denyCacheHits).toBe(0);
     await store.settle(org, 'e', SLOTS, { id: 'a', actual: 0 });
     expect(await store.consume(org, 'e', SLOTS, 1, undefined, { id: 'c', ms: 60_000 })).toEqual([0]);
+  });
+
+  it("sets a quota's requests aside, and an expiry charges them to the period the quota holds", async () => {
+    const org = fresh();
+    const daily = quota(5, { per: 'day', name: 'daily' });
+    const today = inPeriod([daily], T0)[0] as Limit;
+    const end = today.periodEnd as number;
+    expect(await store.consume(org, 'e', [today], 2, undefined, { id: 'a', ms: 1_000 })).toEqual([3]);
+    expect(await store.consume(org, 'e', [today], 1, undefined, { id: 'b', ms: 2_000 })).toEqual([2]);
+    expect(await store.settle(org, 'e', [today], { id: 'b', actual: 0 })).toBe(true);
+    clock.now = T0 + 1_000;
+    expect(await store.peek(org, 'e', [today], 3)).toEqual([0]);
+    // Still counted for the period ending at `end` (had the expiry written its own instant, the bucket would read full).
+    expect(await store.consume(org, 'e', [today], 1)).toEqual([2]);
+    clock.now = end;
+    expect(await store.peek(org, 'e', [inPeriod([daily], end)[0] as Limit], 5)).toEqual([0]);
   });
 
   it('charges a cost per limit, in plain consume too', async () => {

@@ -1,4 +1,15 @@
-import { createLimiter, msUntilFull, perDay, perHour, perMinute, perSecond, tokenBucket } from '@ratecard/core';
+import {
+  createLimiter,
+  inPeriod,
+  type Limit,
+  msUntilFull,
+  perDay,
+  perHour,
+  perMinute,
+  perSecond,
+  quota,
+  tokenBucket,
+} from '@ratecard/core';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeEndpointValue, endpointKey, redisStore } from '../src/index.js';
@@ -123,6 +134,22 @@ describe.skipIf(REDIS_URL === null)('TTLs on a standalone server', () => {
     expect(outcome).toBe(8 * U);
     // Written at the stored time T0, so the bucket is full 12 s after T0, which is 42 s after now.
     expect(await client.pttl(endpointKey(org, 'e'))).toBeGreaterThan(42_000 - 1_000);
+  });
+
+  it("end when a quota's period ends, beside a token bucket and on either clock", async () => {
+    const daily = quota(1_000, { per: 'day', name: 'daily' });
+    // Redis' clock: PXAT the period's end, exactly (its end by this process's clock, which the limiter states).
+    const org = uniqueOrg('quota-ttl');
+    const today = inPeriod([daily])[0] as Limit;
+    expect(await redisStore({ client }).consume(org, 'e', [perMinute(10), today], 1)).toEqual([54_000, 999]);
+    const read = await fullAtAndExpiry(client, endpointKey(org, 'e'));
+    expect(read).toEqual({ fullAt: today.periodEnd, expiresAt: today.periodEnd });
+    // The client's clock: PX until then, + 1 ms.
+    const atT0 = inPeriod([daily], T0)[0] as Limit;
+    await redisStore({ client, clock: 'client', now: () => T0 }).consume(org, 'q', [atT0], 1);
+    const ttl = await client.pttl(endpointKey(org, 'q'));
+    expect(ttl).toBeLessThanOrEqual((atT0.periodEnd as number) - T0 + 1);
+    expect(ttl).toBeGreaterThan((atT0.periodEnd as number) - T0 - 1_000);
   });
 
   it('let Redis drop a bucket once it is full again', async () => {

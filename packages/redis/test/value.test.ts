@@ -1,11 +1,13 @@
 import {
   type BucketShape,
+  inPeriod,
   type Limit,
   msUntilFull,
   type Outcome,
   perDay,
   perMinute,
   perSecond,
+  quota,
   sameShape,
   take,
   tokenBucket,
@@ -254,6 +256,28 @@ describe.skipIf(REDIS_URL === null)('the endpoint value in Redis', () => {
     expect(await client.object('ENCODING', endpointKey(org, '0'))).toBe('embstr');
   });
 
+  it("is a quota's count for the period ending at its updatedAt, shape <capacity>/0/1, read back as written", async () => {
+    const store = redisStore({ client, clock: 'client', now: () => T0 });
+    const org = uniqueOrg('quota-text');
+    const key = endpointKey(org, 'e');
+    const today = inPeriod([quota(3, { per: 'day', name: 'daily' })], T0)[0] as Limit;
+    const end = today.periodEnd as number;
+    expect(await store.consume(org, 'e', [TEN, today], 1)).toEqual([54_000, 2]);
+    expect(await client.get(key)).toBe(`1m 54000 ${T0} 10/1/6000, daily 2 ${end} 3/0/1`);
+    expect(decodeEndpointValue((await client.get(key)) as string)?.[1]).toEqual({
+      name: 'daily',
+      units: 2,
+      updatedAt: end,
+      capacity: 3,
+      unitsPerMs: 0,
+      unitsPerToken: 1,
+    });
+    // Kept beside a call that does not name it until its period ends; a bucket named in its place reads it converted.
+    expect(await store.consume(org, 'e', [TEN], 1)).toEqual([48_000]);
+    expect(await client.get(key)).toBe(`1m 48000 ${T0} 10/1/6000, daily 2 ${end} 3/0/1`);
+    expect(await store.peek(org, 'e', [perSecond(3, { name: 'daily' })], 2)).toEqual([0]);
+  });
+
   it('holds every bucket of an admitted call in one key, and is not written for a refused one', async () => {
     let now = T0;
     const store = redisStore({ client, clock: 'client', now: () => now });
@@ -399,7 +423,7 @@ describe.skipIf(REDIS_URL === null)('the endpoint value in Redis', () => {
 
   it('reads any value as decodeEndpointValue does, in peek and consume', async () => {
     // Entries of a name, two numbers and a shape, some padded with zeros, some out of range; the shape often the
-    // request's own text (the script then checks only the units against it), else any three numbers; or text from
+    // request's own text (the script then checks only the units against it), else any three numbers or a quota's; or text from
     // the characters values are made of.
     const number = (max: number) =>
       fc
@@ -408,6 +432,8 @@ describe.skipIf(REDIS_URL === null)('the endpoint value in Redis', () => {
     const shape = fc.oneof(
       fc.constant(`${TEN.capacity}/${TEN.unitsPerMs}/${TEN.unitsPerToken}`),
       fc.tuple(number(30), number(20), number(100_000_000)).map((numbers) => numbers.join('/')),
+      // A quota's: it never refills, and its updatedAt is its period's end.
+      number(30).map((capacity) => `${capacity}/0/1`),
     );
     const entry = fc
       .tuple(fc.constantFrom('1m', '1s', 'x'), number(200_000), number(2 * T0), shape)

@@ -25,27 +25,47 @@ local spack, sunpack = struct.pack, struct.unpack  -- not 'unpack': that name is
 local MAX_UPDATED_AT = ${MAX_UPDATED_AT}
 local DEBT_OFFSET = ${DEBT_OFFSET}
 
+-- refilled: what a bucket that held units at updatedAt holds at now under its own shape (R units per ms, full when it
+-- holds full units): the first half of core's unitsAt, all of it when the shape has not changed. The one copy of the
+-- refill: every path calls it.
+local function refilled(units, updatedAt, now, r, full)
+  local elapsed = now - updatedAt
+  if elapsed <= 0 then return units end           -- a clock gone backwards refills nothing
+  -- As in core: a product past 2^53 rounds to at least 2^53, above any missing amount, so the test stays exact.
+  local refill = elapsed * r
+  if refill >= full - units then return full end
+  return units + refill
+end
+
+-- refusal: core's outcome of a refusal by a bucket holding held units for a decision (Q - P; negative in debt).
+local function refusal(held)
+  if held >= 0 then return -1 - held end
+  return held - 1 - ${DEBT_OFFSET}
+end
+
+-- take: core's outcome of asking need units of a bucket that holds free for a decision: admitted, the units left.
+-- The one copy of the take: every path calls it.
+local function take(free, need)
+  if free >= need then return free - need end
+  return refusal(free)
+end
+`;
+
+/**
+ * The entry arrays and the functions of the rare paths: made only by a run that takes the general path (consume.ts),
+ * never by a lone call of one limit decided straight through.
+ */
+export const RARE_LUA: string = `
 -- The entries of the value read last, one array per field (name, units text, updatedAt text, shape text), each made
 -- with room for one entry, the usual count. READ_ENTRIES fills them.
 local en, eu, et, es = {false}, {false}, {false}, {false}
 
 -- The functions of the rare paths, over the entry arrays. They capture nothing of the script (constants written in,
 -- arrays passed in), so making them costs a run nothing until it needs them.
-local function rarePaths(en, eu, et, es)
+local function rarePaths(en, eu, et, es, refilled)
   local floor, ceil, smatch, ssub, sfind, sformat = math.floor, math.ceil, string.match, string.sub, string.find,
     string.format
   local sgmatch = string.gmatch
-
-  -- refilled: what a bucket that held units at updatedAt holds at now under its own shape (R units per ms, full when it
-  -- holds full units): the first half of core's unitsAt, all of it when the shape has not changed.
-  local function refilled(units, updatedAt, now, r, full)
-    local elapsed = now - updatedAt
-    if elapsed <= 0 then return units end         -- a clock gone backwards refills nothing
-    -- As in core: a product past 2^53 rounds to at least 2^53, above any missing amount, so the test stays exact.
-    local refill = elapsed * r
-    if refill >= full - units then return full end
-    return units + refill
-  end
 
   -- unitsAt: what a bucket that held units at updatedAt under the stored shape (sc, sU, sR) holds at now, seen by a
   -- limit of capacity c and U units per token.
@@ -69,7 +89,8 @@ local function rarePaths(en, eu, et, es)
     if not a then return nil end
     -- Arithmetic converts a string once; Lua 5.1's tonumber converts it twice (lua_isnumber, then lua_tonumber).
     local capacity, r, u = a + 0, b + 0, c + 0
-    if capacity < 1 or u < 1 or u > ${MAX_INTERVAL_MS} or r < 1 or capacity * u > ${MAX_BUCKET_UNITS}
+    -- R is at least 1, but a quota's: 0, with U 1.
+    if capacity < 1 or u < 1 or u > ${MAX_INTERVAL_MS} or r < 1 and (r ~= 0 or u ~= 1) or capacity * u > ${MAX_BUCKET_UNITS}
       or units > capacity * u or units < -capacity * u then return nil end
     return capacity, u, r
   end
@@ -89,7 +110,7 @@ local function rarePaths(en, eu, et, es)
     if st > ${MAX_UPDATED_AT} then return full, now, false end
     if es[x] == shape then                        -- the request's shape, one pointer compared (Lua interns strings)
       if su > full or su < -full then return full, now, false end
-      if st > now then return su, st, false end   -- a clock gone backwards refills nothing
+      if st > now then return su, st, false end   -- a clock gone backwards: counted from the stored time
       return refilled(su, st, now, r, full), now, false
     end
     local sc, sU, sR = storedShape(es[x], su)     -- another shape (or the request's padded with zeros)
@@ -97,6 +118,21 @@ local function rarePaths(en, eu, et, es)
     local at = now
     if st > now then at = st end
     return unitsAt(su, st, sc, sU, sR, now, c, u), at, true
+  end
+
+  -- What entry x holds for a quota whose call falls in the period ending at pe (core's unitsAt with periodEnd): what it
+  -- stored for the period ending at its updatedAt, a full bucket if that period ended before pe (the stored shape
+  -- aside); then the period it is written for, the later of the two (writtenAt), and whether it was written under
+  -- another shape. An entry ratecard would not write is a full bucket.
+  function rare.quotaAt(x, pe, full, shape)
+    local su, st = eu[x] + 0, et[x] + 0
+    if st > ${MAX_UPDATED_AT} then return full, pe, false end
+    local moved = es[x] ~= shape
+    if moved and not storedShape(es[x], su) or not moved and (su > full or su < -full) then return full, pe, false end
+    local at = pe
+    if st > pe then at = st end
+    if st < pe or su > full then return full, at, moved end
+    return su, at, moved
   end
 
   -- When entry x, which no limit of the call names, is full again by its own shape (nil for one ratecard would not
@@ -108,6 +144,10 @@ local function rarePaths(en, eu, et, es)
     if st > ${MAX_UPDATED_AT} then return nil end
     local sc, sU, sR = storedShape(es[x], su)
     if not sc then return nil end
+    if sR == 0 then                               -- a quota: full again when its period ends
+      if last and last > st then return last end
+      return st
+    end
     if not last then return st + ceil((sc * sU - su) / sR) end
     if last > st then st = last end
     return st + ceil((sc * sU - su + p * sU) / sR)
@@ -146,7 +186,7 @@ local function rarePaths(en, eu, et, es)
         local sc, sU, sR = storedShape(es[x], su)
         if not sc then return end
         eu[x] = refilled(su, st, e, sR, sc * sU) - tokens * sU
-        if e > st then et[x] = e end
+        if e > st and sR ~= 0 then et[x] = e end   -- a quota's updatedAt is its period's end
         return
       end
     end

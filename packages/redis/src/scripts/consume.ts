@@ -1,6 +1,6 @@
 import { costAt, type Limit } from '@ratecard/core';
 import { MAX_KEPT_ENTRIES } from '../value.js';
-import { BUCKET_LUA, READ_ENTRIES_LUA, REDIS_NOW_LUA } from './bucket.js';
+import { BUCKET_LUA, RARE_LUA, READ_ENTRIES_LUA, REDIS_NOW_LUA } from './bucket.js';
 import { type LuaScript, luaScript } from './lua-script.js';
 
 /**
@@ -17,7 +17,8 @@ import { type LuaScript, luaScript } from './lua-script.js';
  *
  * KEYS: one per call. ARGV[1]: now in ms, or '' for Redis TIME. ARGV[2]: the calls, packed: per call k and op
  * (little-endian doubles; op 0 consume, 1 reserve, 2 settle, 3 extend, 4 peek), then for each of its k limits its
- * name (zero-terminated) and capacity, unitsPerMs, unitsPerToken and cost (doubles; for a settle, the actual tokens),
+ * name (zero-terminated) and capacity, unitsPerMs, unitsPerToken, cost (for a settle, the actual tokens) and a quota's
+ * periodEnd (0 for any other limit; doubles),
  * then for ops 1 to 3 the lease id (zero-terminated) and for ops 1 and 3 its ms (double); when every call of the batch
  * is the same, that list once for all. ARGV[3]: '1' when a key may appear more than once in the batch, else ''.
  * ARGV[4]: the last ms by Redis TIME at which anyone still waits for the batch, or '' when the store cannot tell yet:
@@ -54,9 +55,50 @@ local CONSUME, RESERVE, SETTLE, EXTEND, PEEK = 0, 1, 2, 3, 4
 ${keys}
 local n = #keys
 local packed = ARGV[2]
+local values                                      -- each key's value, read before any is written
+-- A lone call of one token bucket, decided straight through when its key holds that bucket alone (or nothing): the
+-- path of a decision made at one call in flight, which pays alone for what a run makes. It reads the call and the
+-- value, and anything else (another limit's entry, leases, a shape changed, a value ratecard would not write) goes
+-- to the general path below with the value already read. The refill and take are the general path's functions.
+local k, op = sunpack('<dd', packed)
+if n == 1 and k == 1 and op == CONSUME then
+  local nm, c, r, u, cost, pe, stop = sunpack('<sddddd', packed, 17)
+  if r ~= 0 and pe == 0 and stop > #packed then
+    local key, full, need, shape = keys[1], c * u, cost * u, sformat('%d/%d/%d', c, r, u)
+    local raw = redis.call('GET', key)
+    local held, at, alone = full, now, true       -- no value: a full bucket
+    if raw then
+      local name, a, b, s, e = smatch(raw, '^([^ @]+) (%-?%d+) (%d+) ([^,]+)()')
+      alone = name == nm and s == shape and e > #raw
+      if alone then
+        local su, st = a + 0, b + 0
+        alone = st <= MAX_UPDATED_AT and su <= full and su >= -full
+        if alone then
+          held = refilled(su, st, now, r, full)
+          if st > now then at = st end            -- a clock gone backwards: counted from the stored time
+        end
+      end
+    end
+    if alone then
+      local outcome = take(held, need)
+      if outcome < 0 then
+        local steady = 0                          -- see the flags below
+        if at == now then steady = 1 end
+        return spack('<ddd', redisNow, outcome, steady)
+      end
+      local value, fullAt = sformat('%s %d %d %s', nm, outcome, at, shape), at + ceil((full - outcome) / r)
+      if redisClock then redis.call('SET', key, value, 'PXAT', sformat('%d', fullAt))
+      else redis.call('SET', key, value, 'PX', sformat('%d', fullAt - now + 1)) end
+      return spack('<dd', redisNow, outcome)
+    end
+    values = {raw}
+  end
+end
+-- The general path: any number of calls and limits, leases, quotas, entries of other limits, shapes changed.
+${RARE_LUA}
 local written                                     -- values this run wrote, when a key may repeat in the batch
 if ARGV[3] == '1' then written = {} end
-${read}                                            -- every key read before any is written
+if not values then ${read} end
 local reply = {redisNow}
 local o = 1                                       -- outcomes in reply so far, after the time
 local flags                                       -- made at the first refusal
@@ -66,7 +108,7 @@ local flags                                       -- made at the first refusal
 local limits = {}
 local byBytes                                     -- calls after the first: each limit made once, by its packed bytes
 local shared = false                              -- every call has the limits and costs of the first, read once
-local pos, k, op, id, ms = 1, 0, 0, nil, nil
+local pos, id, ms = 1, nil, nil
 for i = 1, n do
   if not shared then
     k, op, pos = sunpack('<dd', packed, pos)
@@ -74,8 +116,8 @@ for i = 1, n do
     if k < 1 then return redis.error_reply('ratecard: a call without buckets') end
     for j = 1, k do
       local start = pos
-      local nm, c, r, u, cost, limit, bytes
-      nm, c, r, u, cost, pos = sunpack('<sdddd', packed, pos)
+      local nm, c, r, u, cost, pe, limit, bytes
+      nm, c, r, u, cost, pe, pos = sunpack('<sddddd', packed, pos)
       if i > 1 then
         bytes = ssub(packed, start, pos - 1)
         byBytes = byBytes or {}
@@ -84,11 +126,13 @@ for i = 1, n do
       if not limit then
         -- '%d' prints the shape's numbers exactly (each is below 2^53; tostring would print a double past 1e14 in
         -- exponent form). Lua interns strings, so two equal shape texts are one string: comparing them compares two
-        -- pointers. A concurrency limit has R 0 (it never refills) and no entry.
+        -- pointers. A concurrency limit has R 0 (it never refills) and no entry; a quota has R 0 and its period's end.
         local shape = sformat('%d/%d/%d', c, r, u)
-        limit = {name = nm, c = c, r = r, u = u, cost = cost, need = cost * u, full = c * u, shape = shape,
+        if pe == 0 then pe = nil end
+        limit = {name = nm, c = c, r = r, u = u, cost = cost, need = cost * u, full = c * u, shape = shape, pe = pe,
+          slots = r == 0 and not pe,
           head = nm .. ' ', tail = sformat(' %d %s', now, shape), key = ' ' .. nm .. '=', hold = false,
-          held = 0, p = 0, at = 0, moved = false, found = 0, settled = false}
+          held = 0, p = 0, at = 0, moved = false, found = 0, settled = false, outcome = 0}
         if bytes then byBytes[bytes] = limit end
       end
       limits[j] = limit
@@ -104,7 +148,7 @@ ${READ_ENTRIES_LUA}
   -- Leases whose instant has come expire first, in order of it, each keeping its charge: a call on a key whose first
   -- lease is not due reads none of them.
   if first and first <= now then
-    rare = rare or rarePaths(en, eu, et, es)
+    rare = rare or rarePaths(en, eu, et, es, refilled)
     leases, first, totals = rare.expire(leases, totals, now, m)
     if leases == false then m, leases, first, totals = 0, nil, nil, nil end
     if not leases then last = nil end
@@ -125,7 +169,7 @@ ${READ_ENTRIES_LUA}
   elseif op == EXTEND then
     o = o + 1
     reply[o] = 1
-    rare = rare or rarePaths(en, eu, et, es)
+    rare = rare or rarePaths(en, eu, et, es, refilled)
     leases, first, last = rare.extend(leases, leaseAt, now + ms)
     if not leases then m, first, last, totals = 0, nil, nil, nil end
     -- The buckets as they were, then the leases.
@@ -142,7 +186,7 @@ ${READ_ENTRIES_LUA}
   else
     local holds                                   -- a settle's: what its lease holds, ' <name>=<amount> ...'
     if op == SETTLE then
-      rare = rare or rarePaths(en, eu, et, es)
+      rare = rare or rarePaths(en, eu, et, es, refilled)
       leases, totals, first, last, holds = rare.release(leases, leaseAt, totals, now, m, limits, k)
       if leases == false then m, leases, totals, first, last, holds = 0, nil, nil, nil, nil, '' end
       o = o + 1
@@ -152,26 +196,26 @@ ${READ_ENTRIES_LUA}
     for j = 1, k do
       local limit = limits[j]
       local full = limit.full
-      local h, at, moved, x = full, now, false, 0
-      if limit.r ~= 0 then
+      local h, at, moved, x = full, limit.pe or now, false, 0
+      if not limit.slots then
         -- The first entry of the limit's name; none is a full bucket.
         local nm = limit.name
         for y = 1, m do if en[y] == nm then x = y break end end
         if x > 0 then
           seen = seen + 1
-          if es[x] == limit.shape then              -- the request's shape, one pointer compared
+          if limit.pe then
+            rare = rare or rarePaths(en, eu, et, es, refilled)
+            h, at, moved = rare.quotaAt(x, limit.pe, full, limit.shape)
+            if moved then rewrite = true end
+          elseif es[x] == limit.shape then          -- the request's shape, one pointer compared
             -- rare.heldAt's first branch, inline: the path of nearly every call.
             local su, st = eu[x] + 0, et[x] + 0
             if st <= MAX_UPDATED_AT and su <= full and su >= -full then
-              if st > now then                      -- a clock gone backwards refills nothing
-                h, at = su, st
-              else
-                local refill = (now - st) * limit.r -- past 2^53 it rounds to at least 2^53: still above what is missing
-                if refill >= full - su then h = full else h = su + refill end
-              end
+              h = refilled(su, st, now, limit.r, full)
+              if st > now then at = st end          -- a clock gone backwards: counted from the stored time
             end
           else
-            rare = rare or rarePaths(en, eu, et, es)
+            rare = rare or rarePaths(en, eu, et, es, refilled)
             h, at, moved = rare.heldAt(x, now, limit.c, limit.r, limit.u, full, limit.shape)
             if moved then rewrite = true end
           end
@@ -188,7 +232,7 @@ ${READ_ENTRIES_LUA}
         -- A bucket the lease held is charged the actual (the call's cost), but no deeper than core's debtFloor (minus
         -- the capacity, and above -2^52) below what the other leases set aside; a concurrency limit's slot is freed by
         -- the lease leaving; a limit the lease did not hold is left as it was.
-        local settled = limit.r ~= 0 and sfind(holds, limit.key, 1, true) ~= nil
+        local settled = not limit.slots and sfind(holds, limit.key, 1, true) ~= nil
         if settled then
           local floorUnits = -full
           if full >= DEBT_OFFSET then floorUnits = 1 - DEBT_OFFSET end
@@ -196,8 +240,9 @@ ${READ_ENTRIES_LUA}
           if h - p * limit.u < floorUnits then h = floorUnits + p * limit.u end
         end
         limit.settled = settled
-      elseif free < limit.need then
-        admit = false                             -- take(Q - P, cost) refuses
+      else
+        limit.outcome = take(free, limit.need)
+        if limit.outcome < 0 then admit = false end
       end
       limit.held, limit.free, limit.p, limit.at, limit.moved, limit.found = h, free, p, at, moved, x
     end
@@ -214,7 +259,7 @@ ${READ_ENTRIES_LUA}
       if not leases then
         leases, first, last, totals = lease, e, e, holds
       else
-        rare = rare or rarePaths(en, eu, et, es)
+        rare = rare or rarePaths(en, eu, et, es, refilled)
         for j = 1, k do totals = rare.addHeld(totals, limits[j].name, limits[j].cost) end
         if e >= last then leases, last = leases .. ', ' .. lease, e else leases = rare.insert(leases, lease, e) end
         if e < first then first = e end
@@ -230,25 +275,29 @@ ${READ_ENTRIES_LUA}
       if op ~= SETTLE then
         o = o + 1
         if admit then
-          reply[o] = free - limit.need
+          reply[o] = limit.outcome
           if op == CONSUME then units = units - limit.need end
         else
-          if free >= 0 then reply[o] = -1 - free else reply[o] = free - 1 - DEBT_OFFSET end  -- core's refusal(held)
-          -- Steady: refilling at the request's own shape since now or before, with nothing set aside that a settle
-          -- could give back, so a deny cache may extrapolate it.
+          reply[o] = refusal(free)                -- all or nothing: one that had the tokens too
+          -- Steady: refilling at the request's own shape since now or before (a quota: holding what it holds until its
+          -- period ends), with nothing set aside that a settle could give back, so a deny cache may extrapolate it.
           flags = flags or {}
-          if at == now and limit.p == 0 and limit.r ~= 0 then flags[#flags + 1] = 1 else flags[#flags + 1] = 0 end
+          if limit.p == 0 and (at == now and limit.r ~= 0 or limit.pe) then flags[#flags + 1] = 1
+          else flags[#flags + 1] = 0 end
         end
       end
-      if limit.r == 0 or op == PEEK then
+      if limit.slots or op == PEEK then
         -- A concurrency limit keeps no entry: its leases are its state. A peek writes nothing.
       elseif (admit or limit.moved) and (op ~= SETTLE or limit.settled) then
         if at == now then entry = limit.head .. sformat('%d', units) .. limit.tail
         else entry = limit.head .. sformat('%d %d ', units, at) .. limit.shape end
         -- Full again at: core's msUntilFull, ceilDiv of two integers below 2^53, whose quotient is rounded once and
         -- never across an integer, so its ceiling is exact. With leases held, no sooner than the last expires,
-        -- counting what they set aside.
-        if last then
+        -- counting what they set aside. A quota's is the end of its period (at), or the last expiry if later.
+        if limit.pe then
+          f = at
+          if last and last > f then f = last end
+        elseif last then
           local from = at
           if last > from then from = last end
           f = from + ceil((limit.full - units + limit.p * limit.u) / limit.r)
@@ -259,7 +308,7 @@ ${READ_ENTRIES_LUA}
         -- Refused, the call's other buckets stay as they were (written refilled to now, a clock that then stepped back
         -- would find more units than core's stores keep); one ratecard would not write goes, a full one anyway. So
         -- does a bucket a settled lease did not hold.
-        rare = rare or rarePaths(en, eu, et, es)
+        rare = rare or rarePaths(en, eu, et, es, refilled)
         f = rare.otherFullAt(limit.found, limit.p, last)
         if f then entry = rare.entryText(limit.found) end
       end
@@ -275,7 +324,7 @@ ${READ_ENTRIES_LUA}
     end
     if (admit or rewrite) and op ~= PEEK then
       if seen < m then                              -- entries of limits this call does not name
-        rare = rare or rarePaths(en, eu, et, es)
+        rare = rare or rarePaths(en, eu, et, es, refilled)
         local kept = 0
         for y = 1, m do
           -- Past the bound, an entry a held lease names is still kept: its lease charges it when it expires.
@@ -337,7 +386,7 @@ export const CONSUME: LuaScript = consumeScript(
   'consume',
   '',
   'local keys = KEYS',
-  "local values = redis.call('MGET', unpack(keys))",
+  "values = redis.call('MGET', unpack(keys))",
 );
 
 /**
@@ -352,7 +401,7 @@ export const CONSUME_ON_MASTER: LuaScript = consumeScript(
   'consume-on-master',
   '#!lua flags=allow-cross-slot-keys\n',
   'local keys = {} for i = 5, #ARGV do keys[i - 4] = ARGV[i] end',
-  "local values = {} for i = 1, #keys do values[i] = redis.call('GET', keys[i]) end",
+  "values = {} for i = 1, #keys do values[i] = redis.call('GET', keys[i]) end",
 );
 
 /** What a call of the consume script does: its op (see the script). */
@@ -362,7 +411,7 @@ export type Op = (typeof Op)[keyof typeof Op];
 /** The bytes packCall writes for one call of these limits, with a lease id and ms as it is given them. */
 export function packedSize(limits: readonly Limit[], id?: string, ms?: number): number {
   let size = 16;
-  for (const limit of limits) size += limit.name.length + 1 + 32;
+  for (const limit of limits) size += limit.name.length + 1 + 40;
   if (id !== undefined) size += id.length + 1;
   if (ms !== undefined) size += 8;
   return size;
@@ -370,8 +419,8 @@ export function packedSize(limits: readonly Limit[], id?: string, ms?: number): 
 
 /**
  * Writes one call at `offset` as the scripts read it: k and op, then each limit's name (zero-terminated; a name is
- * ASCII, see core's limits.ts) and capacity, unitsPerMs, unitsPerToken and cost (costAt: one number for every limit, or
- * one per limit), then for a reserve, settle or extend the lease id (ASCII) and for a reserve or extend `ms`, the
+ * ASCII, see core's limits.ts) and capacity, unitsPerMs, unitsPerToken, cost (costAt: one number for every limit, or
+ * one per limit) and a quota's periodEnd (0 for any other limit), then for a reserve, settle or extend the lease id (ASCII) and for a reserve or extend `ms`, the
  * numbers little-endian doubles (exact for integers below 2^53). Returns the offset after them.
  */
 export function packCall(
@@ -393,6 +442,7 @@ export function packCall(
     at = buffer.writeDoubleLE(limit.unitsPerMs, at);
     at = buffer.writeDoubleLE(limit.unitsPerToken, at);
     at = buffer.writeDoubleLE(costAt(cost, j), at);
+    at = buffer.writeDoubleLE(limit.periodEnd ?? 0, at);
   }
   if (id === undefined) return at;
   at += buffer.write(id, at, 'latin1');
