@@ -532,20 +532,24 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
     return this.decide(request, 'peek');
   }
 
-  async reserve(request: LimitRequest): Promise<Reservation> {
-    // A store written before leases (the contract grew settle) has none: refused here, before anything is charged.
-    if (
-      typeof this.store.settle !== 'function' ||
-      (this.fallback !== undefined && typeof this.fallback.settle !== 'function')
-    ) {
-      throw new RateLimitError(
-        'invalid_option',
-        'ratecard: reserve needs a store (and fallback) that holds leases, with a settle method (docs/stores.md, "Leases")',
-      );
+  reserve(request: LimitRequest): Promise<Reservation> {
+    let lease: Lease;
+    try {
+      // A store written before leases (the contract grew settle) has none: refused here, before anything is charged.
+      if (
+        typeof this.store.settle !== 'function' ||
+        (this.fallback !== undefined && typeof this.fallback.settle !== 'function')
+      ) {
+        throw new RateLimitError(
+          'invalid_option',
+          'ratecard: reserve needs a store (and fallback) that holds leases, with a settle method (docs/stores.md, "Leases")',
+        );
+      }
+      lease = { id: newLeaseId(), ms: checkLeaseMs(request?.leaseMs ?? DEFAULT_LEASE_MS, 'leaseMs') };
+    } catch (error) {
+      return Promise.reject(error);
     }
-    const ms = checkLeaseMs(request?.leaseMs ?? DEFAULT_LEASE_MS, 'leaseMs');
-    const lease: Lease = { id: newLeaseId(), ms };
-    return (await this.decide(request, 'reserve', lease)) as Reservation;
+    return this.decide(request, 'reserve', lease) as Promise<Reservation>;
   }
 
   async reset(bucket: BucketRef): Promise<void> {
@@ -723,21 +727,40 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
    * The store call of a reservation's settle, cancel or extend: raced against the budget like a reset (a fallback's
    * is not), and a failure rejects (the lease then expires keeping its charge); the answer goes to onLease.
    */
-  async changeLease(held: Held, change: LeaseChange, event: LeaseEvent, reservation: Reservation): Promise<boolean> {
+  changeLease(
+    held: Held,
+    change: LeaseChange,
+    event: LeaseEvent,
+    reservation: Reservation,
+  ): boolean | Promise<boolean> {
     this.checkOpen();
     const { store, organization, endpoint, buckets } = held;
-    let answer: boolean;
+    const own = store === this.store;
+    let answer: boolean | Promise<boolean>;
     try {
-      if (store === this.store) {
-        const budgetMs = this.deadlines.budgetMs;
-        const result = store.settle(organization, endpoint, buckets, change, budgetMs);
-        answer = typeof result === 'boolean' ? result : await this.deadlines.race(result);
-      } else {
-        answer = await store.settle(organization, endpoint, buckets, change);
-      }
+      answer = own
+        ? store.settle(organization, endpoint, buckets, change, this.deadlines.budgetMs)
+        : store.settle(organization, endpoint, buckets, change);
     } catch (error) {
-      throw failedCall(storeError(error), this.ownTimeouts.includes(error as RateLimitError) ? undefined : error);
+      throw this.failedChange(error);
     }
+    // A store that answers with a plain value (memory) makes no promise here.
+    if (typeof answer === 'boolean') return this.leaseChanged(answer, event, reservation);
+    return (own ? this.deadlines.race(answer) : answer).then(
+      (kept) => this.leaseChanged(kept, event, reservation),
+      (error: unknown) => {
+        throw this.failedChange(error);
+      },
+    );
+  }
+
+  /** A failed lease change as the caller's error (failedCall). */
+  private failedChange(error: unknown): RateLimitError {
+    return failedCall(storeError(error), this.ownTimeouts.includes(error as RateLimitError) ? undefined : error);
+  }
+
+  /** Reports a lease change the store answered to onLease, and passes the answer on. */
+  private leaseChanged(answer: boolean, event: LeaseEvent, reservation: Reservation): boolean {
     const hook = this.onLease;
     if (hook !== undefined) {
       try {

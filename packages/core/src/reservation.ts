@@ -22,7 +22,7 @@ export interface Held {
 
 /** The limiter, as a reservation asks it to change its lease (one store call, raced against the budget). */
 export interface LeaseKeeper {
-  changeLease(held: Held, change: LeaseChange, event: LeaseEvent, reservation: Reservation): Promise<boolean>;
+  changeLease(held: Held, change: LeaseChange, event: LeaseEvent, reservation: Reservation): boolean | Promise<boolean>;
 }
 
 /**
@@ -229,19 +229,32 @@ export class Reservation implements Decision {
     return kept;
   }
 
-  private async end(actual: number | readonly number[], event: LeaseEvent): Promise<boolean> {
+  private end(actual: number | readonly number[], event: LeaseEvent): Promise<boolean> {
     const held = this.#held;
-    if (held === undefined || this.#state !== 'held') return false;
+    if (held === undefined || this.#state !== 'held') return Promise.resolve(false);
     this.#state = 'ending';
+    let answer: boolean | Promise<boolean>;
     try {
-      const ended = await this.#keeper.changeLease(held, { id: held.id, actual }, event, this);
-      this.#state = 'ended';
-      return ended;
+      answer = this.#keeper.changeLease(held, { id: held.id, actual }, event, this);
     } catch (error) {
       // Not known to have ended: a later settle may try again.
       this.#state = 'held';
-      throw error;
+      return Promise.reject(error);
     }
+    if (typeof answer === 'boolean') {
+      this.#state = 'ended';
+      return Promise.resolve(answer);
+    }
+    return answer.then(
+      (ended) => {
+        this.#state = 'ended';
+        return ended;
+      },
+      (error: unknown) => {
+        this.#state = 'held';
+        throw error;
+      },
+    );
   }
 }
 
