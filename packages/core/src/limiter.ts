@@ -666,11 +666,11 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
   }
 
   /**
-   * A decision that found a block, refused until it ends; or the blocks older than a second, decided again once they
-   * are read (a read that failed left the blocks last read in place, so the decision goes on with them).
+   * A decision that found a block, refused until it ends; or the blocks older than a second: decided again once they
+   * are read, or by the failure policy when the read failed.
    */
   private async whenBlocked(
-    found: Block | Promise<unknown>,
+    found: Block | Promise<Block | undefined | Error>,
     request: LimitRequest,
     operation: Operation,
     rule: EndpointRule,
@@ -679,8 +679,11 @@ class TokenBucketLimiter implements Limiter, LeaseKeeper {
     cost: number | readonly number[],
     lease: Lease | undefined,
   ): Promise<Decision> {
-    if (!(found instanceof Promise)) return this.answer(blocked(found, rule, limits, cost), request, buckets, lease);
-    await found;
+    const block = await found;
+    // A read that failed or ran over budget sends the decision to the failure policy, as the store's own call would:
+    // waiting for the store again would wait a second budget.
+    if (block instanceof Error) return this.byPolicy(block, request, operation, rule, limits, buckets, cost, lease);
+    if (block !== undefined) return this.answer(blocked(block as Block, rule, limits, cost), request, buckets, lease);
     return this.decide(request, operation, lease);
   }
 

@@ -113,8 +113,8 @@ export class BlockBook {
   private byOrganization = new Map<string, Block[]>();
   /** Date.now() of the last read (or failed read); -Infinity before the first. */
   private readAt = Number.NEGATIVE_INFINITY;
-  /** A read in the background is under way. */
-  private refreshing = false;
+  /** The read under way, if any. */
+  private reading: Promise<Error | undefined> | undefined;
   /** Whether reads are over: a private store read once, or a store that keeps no blocks. */
   private settled: boolean;
 
@@ -149,28 +149,26 @@ export class BlockBook {
   }
 
   /**
-   * Undefined when the blocks are fresh enough to decide with; else a read to wait for, which resolves to the store's
-   * error when it failed (undefined when it answered). A decision that must wait reads for itself: a read shared with
-   * other decisions would be a promise made by one request and awaited by others, which Workers refuse (a request
-   * may not await what another, maybe ended, request began). From half a second on, one read in the background that
-   * nobody waits for keeps a busy process from ever waiting.
+   * Undefined when the blocks are fresh enough to decide with; else the read to wait for, which resolves to the store's
+   * error when it failed (undefined when it answered). One read at a time, whoever waits for it: from half a second
+   * on it runs in the background and no decision waits; from a second on the decisions wait for it (a burst after a
+   * quiet second sends one read, not one per decision). On Workers several requests then wait for a read one of them
+   * began, so the store keeps that request alive until the read is answered (the Durable Objects store's waitUntil).
    */
   private due(): Promise<Error | undefined> | undefined {
     const age = Date.now() - this.readAt;
     if (age < BLOCKS_REFRESH_MS) return undefined;
-    if (age < BLOCKS_MAX_AGE_MS) {
-      if (!this.refreshing) {
-        const reading = this.read();
-        if (reading !== undefined) {
-          this.refreshing = true;
-          void reading.finally(() => {
-            this.refreshing = false;
-          });
-        }
-      }
-      return undefined;
+    let reading = this.reading;
+    if (reading === undefined) {
+      reading = this.read();
+      // A store that answers with a plain value (memory) was read at once.
+      if (reading === undefined) return undefined;
+      this.reading = reading;
+      void reading.finally(() => {
+        this.reading = undefined;
+      });
     }
-    return this.read();
+    return age < BLOCKS_MAX_AGE_MS ? undefined : reading;
   }
 
   /**
