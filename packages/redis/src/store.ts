@@ -60,7 +60,10 @@ const REDIS_STORE_OPTIONS = {
   denyCacheSize: true,
 } satisfies Record<keyof RedisStoreOptions, true>;
 
-/** The Redis store's counters, from `stats()`. */
+/**
+ * The Redis store's counters, from `stats()`: of consume calls (and resets where said); an operator's inspect and the
+ * limiter's reads of the blocks count in none.
+ */
 export interface RedisStoreStats {
   /** Consume calls sent to Redis. */
   sent: number;
@@ -134,6 +137,14 @@ export interface RedisStore extends Store {
   /** Counters since the store was made. */
   stats(): RedisStoreStats;
 }
+
+/** How often an operator's call looks again while the client makes its first connection (as AutoBatcher's flush). */
+const READY_POLL_MS = 2;
+/**
+ * How long an operator's call (inspect, blocks) waits for the client's first connection: four default budgets. It has
+ * no budget of its own; the limiter stops waiting for it after the budget, and this bounds the looking.
+ */
+const OPERATION_CONNECT_WAIT_MS = 2_000;
 
 /** Calls per script call: enough to amortise a round trip, few enough that a run stays well under a millisecond. */
 const MAX_PER_SCRIPT_CALL = 256;
@@ -470,10 +481,31 @@ class RedisBucketStore implements RedisStore {
    * Runs an operator's script on one key, refused at once as a consume is: while the client cannot send, or while
    * Redis (the key's master) leaves a call unanswered past its budget.
    */
-  private operation(script: LuaScript, key: string, args: (string | Buffer)[]): Promise<unknown> {
+  private operation(
+    script: LuaScript,
+    key: string,
+    args: (string | Buffer)[],
+    since = performance.now(),
+  ): Promise<unknown> {
+    if (this.closed) return Promise.reject(this.closedError());
+    // Not counted in the stats, which count consume calls (see RedisStoreStats).
+    const state = this.connection.state();
+    if (state === 'waiting') {
+      // The client's first connection is under way: the call waits here, as a consume does (see AutoBatcher), rather
+      // than in the client's offline queue, until the attempt succeeds or fails; at most OPERATION_CONNECT_WAIT_MS.
+      if (performance.now() - since > OPERATION_CONNECT_WAIT_MS) {
+        return Promise.reject(
+          sharedError('store_timeout', `ratecard: the ${this.connection.kind} client has not connected to Redis yet`),
+        );
+      }
+      return new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, READY_POLL_MS);
+        (timer as { unref?: () => void }).unref?.();
+      }).then(() => this.operation(script, key, args, since));
+    }
+    if (state !== 'ready') return Promise.reject(this.notReady(state, 0));
     const slot = this.connection.cluster ? calculateSlot(key) : 0;
     if (performance.now() > this.overdue.earliest && this.overdue.unanswered(this.routeOf(slot))) {
-      this.unavailable++;
       return Promise.reject(this.overdueError);
     }
     return this.run(script, [key], args);

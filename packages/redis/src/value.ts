@@ -36,6 +36,7 @@ export const MAX_KEPT_ENTRIES = 16;
 
 /** A lease the value holds: its id, when it expires, and what it holds per limit name. */
 export interface StoredLease {
+  /** The id the reserve gave it, unique among the key's leases. */
   id: string;
   /** Epoch ms on the store's clock at which it expires, keeping its charge. */
   expiresAt: number;
