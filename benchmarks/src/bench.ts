@@ -1,4 +1,4 @@
-// `pnpm bench [--quick] [--only memory,heap,redis,cluster,http] [--out <dir>]`: runs the suites side by side and
+// `pnpm bench [--quick] [--only memory,heap,redis,script,cluster,http] [--out <dir>]`: runs the suites side by side and
 // writes latest.json, latest.md and the SVG charts to benchmarks/results (a quick run: results/quick).
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
@@ -8,20 +8,32 @@ import { killWorkers } from './child.js';
 import { type HttpConfig, httpSuite } from './http.js';
 import { heapSuite, MEMORY_GROUPS, type MemoryConfig, memorySuite } from './memory.js';
 import { elapsedSeconds, plan, say, startSteps, stopSteps } from './progress.js';
-import { contendersIn, type RedisTarget, redisVersion, runShape, shapesFor, startTarget } from './redis.js';
+import {
+  contendersIn,
+  hasValgrind,
+  type LoneSizes,
+  loneSuite,
+  type RedisTarget,
+  redisVersion,
+  runShape,
+  scriptCostSuite,
+  shapesFor,
+  startTarget,
+} from './redis.js';
 import { renderCharts, renderMarkdown, summary } from './report.js';
 import { describeMachine, type Measurement, oneMinuteLoad, type Results, type Suite } from './results.js';
 import { evaluateTargets } from './targets.js';
 
-const SUITES: readonly Suite[] = ['memory', 'heap', 'redis', 'cluster', 'http'];
+const SUITES: readonly Suite[] = ['memory', 'heap', 'redis', 'script', 'cluster', 'http'];
 
 /** Sizes and durations of a full run and of a quick one (the smoke test in `pnpm test`, under a minute). */
 function sizes(quick: boolean) {
   const pick = <T>(full: T, short: T): T => (quick ? short : full);
   // biome-ignore format: one suite a line
   return {
-    memory: { organizations: 10_000, rounds: pick(6, 2), roundMs: pick(400, 100), warmupMs: pick(100, 30), heapOrganizations: pick(1_000_000, 100_000) } satisfies MemoryConfig,
-    redis: { organizations: 10_000, rounds: pick(3, 1), roundMs: pick(4000, 1000), overLimitMs: pick(2500, 700), latencyMs: pick(2000, 700), warmupMs: pick(1000, 200) },
+    memory: { organizations: 10_000, processes: pick(3, 1), rounds: pick(10, 4), calls: pick(100_000, 20_000), warmupCalls: pick(200_000, 100_000), heapOrganizations: pick(1_000_000, 100_000) } satisfies MemoryConfig,
+    redis: { organizations: 10_000, rounds: pick(3, 1), roundMs: pick(4000, 1000), overLimitMs: pick(2500, 700), warmupMs: pick(1000, 200) },
+    lone: { rounds: pick(10, 4), calls: pick(2000, 500) } satisfies LoneSizes,
     http: { connections: 64, organizations: 100, rounds: pick(3, 1), windows: pick(6, 1), seconds: 1 } satisfies HttpConfig,
   };
 }
@@ -77,19 +89,24 @@ async function main(): Promise<number> {
     }
   };
   const redisRounds = (kind: RedisTarget['kind']): number =>
-    shapesFor(kind, config.redis).reduce((sum, shape) => sum + shape.rounds * contendersIn(kind, shape.name).length, 0);
+    shapesFor(config.redis).reduce((sum, shape) => sum + shape.rounds * contendersIn(kind, shape.name).length, 0) +
+    (kind === 'redis' ? config.lone.rounds * contendersIn(kind, '1-in-flight').length : 0);
   const onRedis = (kind: RedisTarget['kind']) => async (): Promise<Measurement[]> => {
     const target = await startTarget(kind);
     redis = target;
     results.machine.redis ??= await redisVersion(target);
     const measured: Measurement[] = [];
-    for (const shape of shapesFor(kind, config.redis)) measured.push(...(await runShape(target, shape)));
+    for (const shape of shapesFor(config.redis)) measured.push(...(await runShape(target, shape)));
+    if (kind === 'redis') measured.push(...(await loneSuite(target, config.lone)));
     await stop();
     return measured;
   };
-  await run('memory', config.memory.rounds * MEMORY_GROUPS.length, () => memorySuite(config.memory));
+  await run('memory', config.memory.processes * MEMORY_GROUPS.length, () => memorySuite(config.memory));
   await run('heap', 2, () => heapSuite(config.memory));
   await run('redis', redisRounds('redis'), onRedis('redis'));
+  if (only.includes('script') && !hasValgrind())
+    results.skipped.push('script: valgrind is not on PATH (callgrind counts redis-server instructions)');
+  else await run('script', 1, scriptCostSuite);
   await run('cluster', redisRounds('cluster'), onRedis('cluster'));
   await run('http', config.http.rounds, () => httpSuite(config.http));
   await stop();

@@ -8,9 +8,10 @@ const WORKER = fileURLToPath(new URL('./worker.js', import.meta.url));
 const running = new Set<ChildProcess>();
 
 export type Job =
-  | { kind: 'memory'; names: string[]; organizations: number; roundMs: number; warmupMs: number }
+  | { kind: 'memory'; names: string[]; organizations: number; rounds: number; calls: number; warmupCalls: number }
   | { kind: 'heap'; case: string; organizations: number }
   | { kind: 'redis'; on: Target; contender: number; shape: object; prefix: string }
+  | { kind: 'lone'; on: Target; contender: number; prefix: string }
   | { kind: 'http'; variant: string; organizations: number };
 
 export type Message = { type: 'result' | 'ready' | 'cpu' | 'error'; value?: unknown };

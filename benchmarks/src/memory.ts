@@ -1,8 +1,7 @@
-/** In-process limiters side by side (tinybench), and heap per tracked organization (a fresh process per library). */
+/** In-process limiters side by side in alternating rounds timed by CPU, and heap per tracked organization. */
 import { createLimiter, type LimitRequest, perDay, perHour, perMinute, perSecond } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
-import { Bench } from 'tinybench';
 import { type Job, nextMessage, startWorker } from './child.js';
 import { say, step } from './progress.js';
 import { human, type Measurement, measurement, median, organizationNames, sig } from './results.js';
@@ -12,14 +11,19 @@ const ENDPOINT = 'POST /browsers';
 const ROOMY = 10_000;
 /** The Developer plan's 10 per minute: drained during warm-up, so the timed calls are denials. */
 const TIGHT = 10;
-/** Calls per tinybench iteration: one timer read per call would weigh as much as the fastest calls. */
+/** Calls between two event-loop turns, as between two requests of a server. */
 const BATCH = 1000;
 
-/** A contender, what it calls, a builder of one call on organization number `org`, and whether it runs `alone`. */
+/**
+ * A contender, what it calls, a builder of its loop (`calls` calls, one in flight, round-robin over the organizations)
+ * and whether it runs `alone`. Each library's loop is a function of its own: one loop shared by every case is one call
+ * site that sees every library's calls, which V8 optimises for none in particular (docs/benchmarks.md).
+ */
+type Loop = (calls: number) => Promise<void>;
 export type MemoryCase = [
   contender: string,
   subject: string,
-  build: (organizations: readonly string[]) => (org: number) => Promise<unknown>,
+  build: (organizations: readonly string[]) => Loop,
   alone?: 'alone',
 ];
 
@@ -31,8 +35,14 @@ function ratecard(request: (organization: string) => LimitRequest, reserve = fal
   return (organizations) => {
     const limiter = createLimiter({ store: memoryStore({ maxBuckets: Math.max(1_000_000, organizations.length) }) });
     const requests = organizations.map((organization) => request(organization));
-    if (reserve) return (org) => limiter.reserve(requests[org] as LimitRequest).then((lease) => lease.settle());
-    return (org) => limiter.consume(requests[org] as LimitRequest);
+    let org = 0;
+    return async (calls) => {
+      for (let i = 0; i < calls; i++) {
+        if (reserve) await (await limiter.reserve(requests[org] as LimitRequest)).settle();
+        else await limiter.consume(requests[org] as LimitRequest);
+        if (++org === requests.length) org = 0;
+      }
+    };
   };
 }
 
@@ -44,17 +54,27 @@ const CONSUME = '`await limiter.consume(request)` on `memoryStore()`';
 function flexible(points: number): MemoryCase[2] {
   return (organizations) => {
     const limiter = new RateLimiterMemory({ points, duration: 60 });
-    return (org) => limiter.consume(organizations[org] as string);
+    let org = 0;
+    return async (calls) => {
+      for (let i = 0; i < calls; i++) {
+        await limiter.consume(organizations[org] as string).catch(() => {}); // a denial rejects
+        if (++org === organizations.length) org = 0;
+      }
+    };
   };
 }
 
-/** By id; the memory target compares the first with the second. */
+async function awaitAlone(calls: number): Promise<void> {
+  for (let i = 0; i < calls; i++) await Promise.resolve(true);
+}
+
+/** By id; the memory target compares the first with the second, round by round. */
 // biome-ignore format: a table, one case a line
 export const MEMORY_CASES: Readonly<Record<string, MemoryCase>> = {
   'ratecard/consume': ['ratecard', `${CONSUME} (its clock: Date.now on every call)`, ratecard((organization) => ({ organization, endpoint: ENDPOINT, plan: 'enterprise', override: ROOMY }))],
   'rate-limiter-flexible/consume': ['rate-limiter-flexible', '`await RateLimiterMemory.consume(key)`', flexible(ROOMY)],
-  'baseline/await': ['baseline', '`await Promise.resolve(true)`: the cost of an await alone', () => () => Promise.resolve(true)],
-  'ratecard/reserve-settle': ['ratecard', '`await (await limiter.reserve(request)).settle()` on `memoryStore()`', ratecard((organization) => ({ organization, endpoint: ENDPOINT, plan: 'enterprise', override: ROOMY }), true)],
+  'baseline/await': ['baseline', '`await Promise.resolve(true)`: the cost of an await alone', () => awaitAlone],
+  'ratecard/reserve-settle': ['ratecard', '`await (await limiter.reserve(request)).settle()` on `memoryStore()`', ratecard((organization) => ({ organization, endpoint: ENDPOINT, plan: 'enterprise', override: ROOMY }), true), 'alone'],
   'ratecard/consume-denied': ['ratecard', `${CONSUME}, every call denied`, ratecard((organization) => ({ organization, endpoint: ENDPOINT, plan: 'developer' }))],
   'rate-limiter-flexible/consume-denied': ['rate-limiter-flexible', '`await RateLimiterMemory.consume(key)`, every call denied (it rejects; caught)', flexible(TIGHT)],
   'ratecard/consume-2-limits': ['ratecard', `${CONSUME}, \`limits: [perSecond(100, { burst: 10000 }), perHour(100000)]\`, both charged`, own([perSecond(100, { burst: ROOMY }), perHour(100_000)]), 'alone'],
@@ -63,85 +83,78 @@ export const MEMORY_CASES: Readonly<Record<string, MemoryCase>> = {
   'ratecard/consume-large-units': ['ratecard', `${CONSUME}, \`limits: perMinute(10001, { burst: 100000 })\` (6·10^9 units when full)`, own(perMinute(ROOMY + 1, { burst: 100_000 })), 'alone'],
 };
 
-export type MemoryConfig = Record<'organizations' | 'rounds' | 'roundMs' | 'warmupMs' | 'heapOrganizations', number>;
+export type MemoryConfig = Record<
+  'organizations' | 'processes' | 'rounds' | 'calls' | 'warmupCalls' | 'heapOrganizations',
+  number
+>;
 
-/** One tinybench task: a batch of calls round-robin over the organizations, then a new event-loop turn. */
-function task([, , build]: MemoryCase, organizations: readonly string[]): () => Promise<object> {
-  const call = build(organizations);
-  const count = organizations.length;
-  let org = 0;
-  return async () => {
-    const started = performance.now();
-    for (let i = 0; i < BATCH; i++) {
-      try {
-        await call(org);
-      } catch {
-        // rate-limiter-flexible rejects a denial
-      }
-      if (++org === count) org = 0;
-    }
-    const ms = performance.now() - started;
-    // As between two requests of a server: timers and the turn clock see a new turn.
+/** Nanoseconds of this process' CPU (user + system) per call over `calls` calls, a new event-loop turn every BATCH. */
+async function cpuNsPerCall(run: Loop, calls: number): Promise<number> {
+  const before = process.cpuUsage();
+  for (let done = 0; done < calls; done += BATCH) {
+    await run(BATCH);
     await new Promise((resolve) => setImmediate(resolve));
-    return { overriddenDuration: ms / BATCH, overriddenIterationCost: ms };
-  };
+  }
+  const { user, system } = process.cpuUsage(before);
+  return ((user + system) * 1000) / calls;
 }
 
-/** The cases by process: a library's (and the baseline) together, an `alone` case by itself. */
-const processOf = (name: string): string => (MEMORY_CASES[name]?.[3] === 'alone' ? name : `${MEMORY_CASES[name]?.[0]}`);
+/** Every case but those run `alone` shares one process: the two libraries side by side, round by round. */
+const processOf = (name: string): string => (MEMORY_CASES[name]?.[3] === 'alone' ? name : 'libraries');
 export const MEMORY_GROUPS: readonly string[][] = [...new Set(Object.keys(MEMORY_CASES).map(processOf))].map((group) =>
   Object.keys(MEMORY_CASES).filter((name) => processOf(name) === group),
 );
 
-/** One round of some cases in this process (a worker's job, in a fresh process): calls per second, in order. */
-export async function memoryRound(job: Extract<Job, { kind: 'memory' }>): Promise<number[]> {
+/** A worker's job, in a fresh process: each case warmed up, then rounds of every case, in reverse order every other. */
+export async function memoryRounds(job: Extract<Job, { kind: 'memory' }>): Promise<number[][]> {
   const organizations = organizationNames(job.organizations);
-  const bench = new Bench({ time: job.roundMs, iterations: 1, warmupTime: job.warmupMs, warmupIterations: 1 });
-  for (const name of job.names) bench.add(name, task(MEMORY_CASES[name] as MemoryCase, organizations));
-  await bench.run();
-  return bench.tasks.map(({ name, result }) => {
-    if (result.state !== 'completed') throw new Error(`memory case ${name}: ${result.state}`);
-    return 1000 / result.latency.p50;
-  });
+  const runs = job.names.map((name) => (MEMORY_CASES[name] as MemoryCase)[2](organizations));
+  for (const run of runs) await cpuNsPerCall(run, job.warmupCalls);
+  const nsPerCall = runs.map((): number[] => []);
+  for (let round = 0; round < job.rounds; round++) {
+    const order = runs.map((_, i) => i);
+    if (round % 2 === 1) order.reverse();
+    for (const i of order) nsPerCall[i]?.push(await cpuNsPerCall(runs[i] as Loop, job.calls));
+  }
+  return nsPerCall;
 }
 
 /**
- * Round by round, each library's cases in a fresh process of its own, in reverse order every other round (libraries
- * and cases alike): as in a server, one library's code runs in a process, not two libraries' sharing its call sites
- * (in one process both ran at about half speed, and the ratio moved from process to process). A case's figure is the
- * median over rounds, that is over processes, of 1 / (the median batch's time per call).
+ * Processes in turn (the libraries' one, then each `alone` case's, in reverse order every other time), each running
+ * its cases in alternating rounds. A case's figure is 1 / the median over every round of every process of its CPU
+ * time per call; the memory target is the median of the rounds' ratios, each of two cases timed a moment apart.
  */
 export async function memorySuite(config: MemoryConfig): Promise<Measurement[]> {
   const rounds = new Map<string, number[]>(MEMORY_GROUPS.flat().map((name) => [name, []]));
-  for (let round = 0; round < config.rounds; round++) {
-    const turn = <T>(list: readonly T[]): T[] => (round % 2 === 0 ? [...list] : [...list].reverse());
-    for (const names of turn(MEMORY_GROUPS).map(turn)) {
-      step(`memory ${names[0]} ${round + 1}/${config.rounds}`);
-      const perSecond = (await nextMessage(startWorker({ kind: 'memory', names, ...config }), 60_000)) as number[];
-      names.forEach((name, i) => rounds.get(name)?.push(perSecond[i] as number));
+  for (let p = 0; p < config.processes; p++) {
+    for (const names of p % 2 === 0 ? MEMORY_GROUPS : [...MEMORY_GROUPS].reverse()) {
+      step(`memory ${names[0]} ${p + 1}/${config.processes}`);
+      const job = { kind: 'memory', names, ...config } as const;
+      const nsPerCall = (await nextMessage(startWorker(job), 120_000)) as number[][];
+      names.forEach((name, i) => rounds.get(name)?.push(...(nsPerCall[i] ?? [])));
     }
   }
   const method =
-    `one call in flight, ${config.organizations.toLocaleString('en-US')} organizations round-robin, batches of ` +
-    `${BATCH} calls timed whole (a new event-loop turn between batches); tinybench, ${config.rounds} rounds of ` +
-    `${config.roundMs} ms per case after ${config.warmupMs} ms of warm-up; each round runs each library's cases in a ` +
-    'fresh process of its own (and each case with limits of its own alone), processes alternating; ops/s = median ' +
-    "over rounds of 1 / the median batch's time per call; " +
+    `one call in flight, ${config.organizations.toLocaleString('en-US')} organizations round-robin, a new ` +
+    `event-loop turn every ${BATCH} calls; ${config.processes} fresh processes, each running both libraries' cases ` +
+    `side by side (each case with limits of its own alone), each library's loop a function of its own; in each ` +
+    `process ${config.warmupCalls.toLocaleString('en-US')} calls of warm-up per case, then ${config.rounds} rounds ` +
+    `of ${config.calls.toLocaleString('en-US')} calls per case, cases in reverse order every other round, timed by ` +
+    "the process' CPU time (user + system); calls/s = 1 / the median over rounds of CPU time per call; " +
     `admitted path: ${ROOMY}/min, denied: ${TIGHT}/min drained in warm-up`;
   return Object.keys(MEMORY_CASES).map((name) => {
     const [contender, subject] = MEMORY_CASES[name] as MemoryCase;
-    const perRound = rounds.get(name) ?? [];
-    const ops = median(perRound);
-    say(`memory ${name.padEnd(38)} ${human(ops).padStart(7)}/s ${String(sig(1e9 / ops)).padStart(5)} ns`);
+    const ns = median(rounds.get(name) ?? []);
+    say(`memory ${name.padEnd(38)} ${human(1e9 / ns).padStart(7)}/s ${String(sig(ns)).padStart(5)} ns`);
     return measurement({
       id: `memory/${name}`,
       suite: 'memory',
       contender,
       subject,
       method,
-      rounds: perRound.map((value) => sig(value)),
-      opsPerSecond: sig(ops),
-      extra: { nsPerCall: sig(1e9 / ops) },
+      rounds: (rounds.get(name) ?? []).map((value) => sig(1e9 / value)),
+      opsPerSecond: sig(1e9 / ns),
+      extra: { nsPerCall: sig(ns) },
     });
   });
 }

@@ -1,5 +1,9 @@
 // Limiters on Redis side by side: a redis-server or a 3-master cluster started here (`@ratecard/redis/testing`),
 // contenders alternating round by round on the same servers, each on a connection of its own.
+
+import { type ChildProcess, execFile, spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import type { Limit, LimitRequest, Plan } from '@ratecard/core';
 import { createLimiter, PLANS, perHour, perSecond, SPEC_PLANS } from '@ratecard/core';
 import { memoryStore } from '@ratecard/memory';
@@ -11,7 +15,7 @@ import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { createClient, createCluster } from 'redis';
 import { type Job, nextMessage, startWorker } from './child.js';
 import { say, step } from './progress.js';
-import { human, type Measurement, measurement, median, organizationNames, sig } from './results.js';
+import { human, type Measurement, measurement, median, organizationNames, type RedisFigures, sig } from './results.js';
 
 const ENDPOINT = 'POST /browsers';
 export const ONE_SERVER = 'ratecard-one-server';
@@ -211,7 +215,6 @@ export interface Shape {
   warmupMs: number;
   maxCalls: number;
   purpose: string;
-  latency?: boolean;
 }
 
 /** Calls started before the workers wait one event-loop turn, as a server's socket reads give. */
@@ -224,7 +227,6 @@ type RoundResult = Awaited<ReturnType<typeof runRound>>;
  * call n to organization n mod count; then what Redis says of it.
  */
 async function runRound(target: RedisTarget, contender: Contender, shape: Shape, ms: number, prefix: string) {
-  const latency = shape.latency === true ? hdr.build({ highestTrackableValue: 1e10 }) : undefined;
   const opened = await contender.open(target, prefix, shape.plan, organizationNames(shape.organizations));
   const admittedPer = new Int32Array(shape.organizations);
   let [started, admitted, denied, errors, sinceTurn] = [0, 0, 0, 0, 0];
@@ -247,14 +249,12 @@ async function runRound(target: RedisTarget, contender: Contender, shape: Shape,
       }
       sinceTurn++;
       const org = started++ % shape.organizations;
-      const callStart = performance.now();
       try {
         if (await opened.call(org)) [admitted, admittedPer[org]] = [admitted + 1, (admittedPer[org] as number) + 1];
         else denied++;
       } catch {
         errors++;
       }
-      latency?.recordValue(Math.round((performance.now() - callStart) * 1e6));
     }
   }
   await Promise.all(Array.from({ length: shape.inFlight }, worker));
@@ -276,7 +276,6 @@ async function runRound(target: RedisTarget, contender: Contender, shape: Shape,
     counts,
     stats,
     weight,
-    latency: latency === undefined ? undefined : hdr.encodeIntoCompressedBase64(latency),
   };
 }
 
@@ -297,7 +296,6 @@ export async function runShape(target: RedisTarget, shape: Shape): Promise<Measu
     return { name: contender.name, on, contender };
   });
   const results = new Map(runs.map((run) => [run.name, [] as RoundResult[]]));
-  const latency = new Map(runs.map((run) => [run.name, hdr.build({ highestTrackableValue: 1e10 })]));
   for (let round = 0; round < rounds; round++) {
     for (const { name, on, contender } of round % 2 === 0 ? runs : [...runs].reverse()) {
       step(`${target.kind} ${shape.name} ${name} ${round + 1}/${rounds}`);
@@ -306,7 +304,6 @@ export async function runShape(target: RedisTarget, shape: Shape): Promise<Measu
       const at = { kind: on.kind, nodes: on.nodes };
       const job = { kind: 'redis', on: at, contender: REDIS_CONTENDERS.indexOf(contender), shape, prefix } as const;
       const result = (await nextMessage(startWorker(job), shape.roundMs + warmupMs + 60_000)) as RoundResult;
-      if (result.latency !== undefined) latency.get(name)?.add(hdr.decodeFromCompressedBase64(result.latency));
       results.get(name)?.push(result);
     }
   }
@@ -319,15 +316,14 @@ export async function runShape(target: RedisTarget, shape: Shape): Promise<Measu
     'by the harness on 127.0.0.1; ' +
     'decisions/s and redis-server CPU per decision (INFO cpu used_cpu_user + used_cpu_sys, summed over the masters) ' +
     'are medians of rounds; over-admitted: admitted beyond C + r·T/I per organization for each of its limits ' +
-    '(capacity C, r per interval I: C + C·T/60 for a plan), T from Redis TIME around the round' +
-    (shape.latency === true ? '; every call timed, percentiles from an HdrHistogram over all rounds' : '');
+    '(capacity C, r per interval I: C + C·T/60 for a plan), T from Redis TIME around the round';
   return runs.map(({ name, contender }) => {
     const all = results.get(name) ?? [];
     const sum = (key: keyof RoundResult['counts']): number => all.reduce((total, r) => total + r.counts[key], 0);
     const summed: Record<string, number> = {};
     for (const [stat, value] of all.flatMap((r) => Object.entries(r.stats ?? {})))
       summed[stat] = stat === 'largestBatch' ? Math.max(summed[stat] ?? 0, value) : (summed[stat] ?? 0) + value;
-    const [ops, weight, histogram] = [median(all.map((r) => r.perSecond)), all[0]?.weight, latency.get(name)];
+    const [ops, weight] = [median(all.map((r) => r.perSecond)), all[0]?.weight];
     const m = measurement({
       id: `${target.kind}/${name}/${shape.name}`,
       suite: target.kind,
@@ -336,8 +332,6 @@ export async function runShape(target: RedisTarget, shape: Shape): Promise<Measu
       method,
       rounds: all.map((r) => sig(r.perSecond)),
       opsPerSecond: sig(ops),
-      p50Micros: shape.latency === true ? sig((histogram?.getValueAtPercentile(50) ?? 0) / 1000) : null,
-      p99Micros: shape.latency === true ? sig((histogram?.getValueAtPercentile(99) ?? 0) / 1000) : null,
       redis: {
         cpuMicrosPerDecision: sig(median(all.map((r) => r.cpuMicros))),
         ...{ admitted: sum('admitted'), denied: sum('denied'), overAdmitted: sum('overAdmitted') },
@@ -353,16 +347,146 @@ export async function runShape(target: RedisTarget, shape: Shape): Promise<Measu
   });
 }
 
-type RedisSizes = Record<'organizations' | 'rounds' | 'roundMs' | 'overLimitMs' | 'latencyMs' | 'warmupMs', number>;
+type RedisSizes = Record<'organizations' | 'rounds' | 'roundMs' | 'overLimitMs' | 'warmupMs', number>;
 
-export function shapesFor(kind: RedisTarget['kind'], c: RedisSizes): Shape[] {
+export function shapesFor(c: RedisSizes): Shape[] {
   const [admittedCalls, common] = [c.organizations * PLANS.enterprise, { rounds: c.rounds, warmupMs: c.warmupMs }];
   // biome-ignore format: a table, one shape a line
-  const shapes: Shape[] = [
+  return [
     { ...common, name: '256-in-flight', plan: 'enterprise', organizations: c.organizations, inFlight: 256, roundMs: c.roundMs, maxCalls: admittedCalls, purpose: 'never more calls than the buckets hold, so every decision is an admission made in Redis' },
     // 2 000 organizations of 10 tokens: every bucket drains early in a round, even on a slow run.
     { ...common, name: 'over-limit', plan: 'developer', organizations: 2000, inFlight: 256, roundMs: c.overLimitMs, maxCalls: Number.MAX_SAFE_INTEGER, purpose: 'buckets drain early in the round, so most decisions are denials and exactness is put to the test' },
-    { ...common, name: '1-in-flight', plan: 'enterprise', organizations: c.organizations, inFlight: 1, roundMs: c.latencyMs, maxCalls: admittedCalls, latency: true, purpose: 'one call at a time: the latency of a lone decision' },
   ];
-  return kind === 'redis' ? shapes : shapes.slice(0, 2);
+}
+
+/** Lone decisions: one call in flight, one limit, on 1 000 organizations whose keys the warm-up makes. */
+const LONE = { organizations: 1000, plan: 'enterprise', shape: '1-in-flight' } as const;
+export type LoneSizes = Record<'rounds' | 'calls', number>;
+type LoneRound = { perSecond: number; latency: string; cpuMicros: number };
+
+/**
+ * A contender's lone worker (worker.ts): opens it, calls each organization once, says it is ready, then at each
+ * message runs that many lone calls, each timed, and at 0 closes. No organization nears its capacity in a run, so
+ * none can be over-admitted; a lone run is for latency and what Redis spends on a lone call.
+ */
+export async function loneWorker(
+  job: Extract<Job, { kind: 'lone' }>,
+  send: (value: unknown) => Promise<void>,
+): Promise<void> {
+  const target = { ...job.on, masters: [], stop: async () => {} };
+  const names = organizationNames(LONE.organizations);
+  const opened = await (REDIS_CONTENDERS[job.contender] as Contender).open(target, job.prefix, LONE.plan, names);
+  const counts = { admitted: 0, denied: 0, errors: 0, overAdmitted: 0 };
+  let org = 0;
+  const round = async (calls: number): Promise<Omit<LoneRound, 'cpuMicros'>> => {
+    const latency = hdr.build({ highestTrackableValue: 1e10 });
+    const t0 = performance.now();
+    for (let i = 0; i < calls; i++, org = (org + 1) % LONE.organizations) {
+      const callStart = performance.now();
+      await opened.call(org).then(
+        (allowed) => void counts[allowed ? 'admitted' : 'denied']++,
+        () => void counts.errors++,
+      );
+      latency.recordValue(Math.round((performance.now() - callStart) * 1e6));
+    }
+    return { perSecond: (calls / (performance.now() - t0)) * 1000, latency: hdr.encodeIntoCompressedBase64(latency) };
+  };
+  await round(LONE.organizations);
+  process.on('message', (calls: number) => {
+    if (calls > 0) return void round(calls).then(send);
+    void opened
+      .close()
+      .then(({ notFromStore, stats }) =>
+        send({ ...counts, notFromStore, storeStats: stats, bytesPerKey: null, usedMemoryPerKey: null }),
+      );
+  });
+  await send('ready');
+}
+
+/**
+ * Lone decisions in alternating paired rounds on the redis-server: a process per contender, opened and warmed once,
+ * then round by round each runs its calls while the others wait, in reverse order every other round, so that a slow
+ * minute lands on one round of each contender rather than on one contender.
+ */
+export async function loneSuite(target: RedisTarget, sizes: LoneSizes): Promise<Measurement[]> {
+  const contenders = contendersIn('redis', LONE.shape);
+  const workers = contenders.map((contender) => {
+    const [on, prefix] = [{ kind: target.kind, nodes: target.nodes }, `r${String(prefixes++).padStart(4, '0')}`];
+    return startWorker({ kind: 'lone', on, contender: REDIS_CONTENDERS.indexOf(contender), prefix });
+  });
+  await Promise.all(workers.map((worker) => nextMessage(worker, 60_000)));
+  const rounds = contenders.map((): LoneRound[] => []);
+  const cpu = () => info(target, 'cpu', 'used_cpu_user', 'used_cpu_sys');
+  for (let round = 0; round < sizes.rounds; round++) {
+    for (const i of round % 2 === 0 ? contenders.keys() : [...contenders.keys()].reverse()) {
+      step(`redis lone ${contenders[i]?.name} ${round + 1}/${sizes.rounds}`);
+      const [worker, before] = [workers[i] as ChildProcess, await cpu()];
+      worker.send(sizes.calls);
+      const result = (await nextMessage(worker, 60_000)) as LoneRound;
+      rounds[i]?.push({ ...result, cpuMicros: ((await cpu()) - before) * (1e6 / sizes.calls) });
+    }
+  }
+  const method =
+    `1 in flight, one limit (the ${LONE.plan} plan, C = ${PLANS[LONE.plan]}/min), ${LONE.organizations} ` +
+    'organizations round-robin, each called once in warm-up so that every decision reads a bucket; a process per ' +
+    `contender, opened once; ${sizes.rounds} alternating rounds of ${sizes.calls} calls per contender (reverse ` +
+    "order every other round) on the harness' redis-server; every call timed into an HdrHistogram; p50 and p99 of " +
+    "all rounds pooled; the targets take the median over rounds of one round's percentile over the peer's in the " +
+    'same round; decisions/s and redis-server CPU per decision (INFO cpu) are medians of rounds';
+  const micros = (histogram: hdr.Histogram, p: number) => sig(histogram.getValueAtPercentile(p) / 1000);
+  return Promise.all(
+    contenders.map(async (contender, i) => {
+      const [all, worker] = [rounds[i] ?? [], workers[i] as ChildProcess];
+      worker.send(0);
+      const counts = (await nextMessage(worker, 60_000)) as Omit<RedisFigures, 'cpuMicrosPerDecision'>;
+      worker.kill();
+      const histograms = all.map((r) => hdr.decodeFromCompressedBase64(r.latency));
+      const pooled = hdr.build({ highestTrackableValue: 1e10 });
+      for (const histogram of histograms) pooled.add(histogram);
+      const m = measurement({
+        ...{ id: `${target.kind}/${contender.name}/${LONE.shape}`, suite: target.kind, contender: contender.name },
+        ...{ subject: contender.subject, method, rounds: all.map((r) => sig(r.perSecond)) },
+        opsPerSecond: sig(median(all.map((r) => r.perSecond))),
+        ...{ p50Micros: micros(pooled, 50), p99Micros: micros(pooled, 99) },
+        latencyRounds: {
+          p50Micros: histograms.map((histogram) => micros(histogram, 50)),
+          p99Micros: histograms.map((histogram) => micros(histogram, 99)),
+        },
+        redis: { cpuMicrosPerDecision: sig(median(all.map((r) => r.cpuMicros))), ...counts },
+      });
+      say(`redis   lone ${contender.name.padEnd(22)} p50 ${m.p50Micros} µs, p99 ${m.p99Micros} µs`);
+      return m;
+    }),
+  );
+}
+
+const REDIS_PACKAGE = fileURLToPath(new URL('../../packages/redis/', import.meta.url));
+
+/** Whether callgrind can count redis-server's instructions here. */
+export const hasValgrind = (): boolean => spawnSync('valgrind', ['--version']).status === 0;
+
+/**
+ * Instructions redis-server spends on a lone one-limit decision of the store's script and of the floor script, in
+ * one run of `script-cost consume --lone` (packages/redis/test/support/script-cost.ts): callgrind counts repeat where
+ * timings do not.
+ */
+export async function scriptCostSuite(): Promise<Measurement[]> {
+  step('script-cost consume --lone (callgrind)');
+  const script = ['--import', 'tsx', 'test/support/script-cost.ts', 'consume', '--lone', '--json'];
+  const { stdout } = await promisify(execFile)(process.execPath, script, { cwd: REDIS_PACKAGE, timeout: 600_000 });
+  const figures = JSON.parse(stdout) as { consume: number; floor: number };
+  const method =
+    '`pnpm --filter @ratecard/redis script-cost consume --lone`: redis-server under valgrind --tool=callgrind, ' +
+    "2 000 buckets written half full, 32 calls of warm-up, then 4 800 calls of one key and one limit on Redis' " +
+    "clock, instructions per call; the floor script after the store's, on the same buckets written half full again";
+  // biome-ignore format: a table, one script a line
+  const scripts: [string, string, number][] = [
+    ['ratecard', "the store's consume script, a lone call as the store sends it", figures.consume],
+    ['floor', 'the floor script (test/support/floor-script.ts): TIME, GET, one entry matched, the refill, SET PXAT, the packed reply', figures.floor],
+  ];
+  return scripts.map(([contender, subject, instructions]) => {
+    say(`script  lone ${contender.padEnd(22)} ${human(instructions)} instructions`);
+    const extra = { instructionsPerDecision: Math.round(instructions) };
+    return measurement({ id: `script/${contender}/lone`, suite: 'script', contender, subject, method, extra });
+  });
 }

@@ -67,6 +67,9 @@ const SECTIONS: [Suite, string, Column[]][] = [
     ['Contender', (m) => m.contender], ['What', (m) => m.subject], ['Bytes per organization', (m) => m.bytesPerOrganization],
   ]],
   ['redis', 'Redis, standalone', REDIS],
+  ['script', 'Redis instructions per lone decision (callgrind)', [
+    ['Script', (m) => m.contender], ['What', (m) => m.subject], ['Instructions per decision', (m) => count(m.extra.instructionsPerDecision)],
+  ]],
   ['cluster', 'Redis Cluster, 3 masters', REDIS],
   ['http', 'Reference service over HTTP', [
     ['Variant', (m) => m.contender], ['App', (m) => m.subject], ['Requests/s', (m) => human(m.opsPerSecond)],

@@ -1,7 +1,7 @@
 /** The shape of results/latest.json, and the few numeric helpers every module shares. */
 import { arch, cpus, loadavg, platform, release } from 'node:os';
 
-export type Suite = 'memory' | 'heap' | 'redis' | 'cluster' | 'http';
+export type Suite = 'memory' | 'heap' | 'redis' | 'script' | 'cluster' | 'http';
 
 /** What Redis said of one contender's runs (each figure's method is in its Measurement); counts sum over rounds. */
 export interface RedisFigures {
@@ -32,6 +32,8 @@ export interface Measurement {
   opsPerSecond: number | null;
   p50Micros: number | null;
   p99Micros: number | null;
+  /** Each round's percentiles, in the order of the rounds: alternating rounds pair one contender's with another's. */
+  latencyRounds: { p50Micros: number[]; p99Micros: number[] } | null;
   bytesPerOrganization: number | null;
   redis: RedisFigures | null;
   /** Suite-specific figures, named in words (e.g. the HTTP server's requests per CPU-second). */
@@ -72,7 +74,7 @@ export function measurement(
   base: Pick<Measurement, 'id' | 'suite' | 'contender' | 'subject' | 'method'> & Partial<Measurement>,
 ): Measurement {
   // biome-ignore format: the empty figures, one line
-  return { rounds: [], opsPerSecond: null, p50Micros: null, p99Micros: null, bytesPerOrganization: null, redis: null, extra: {}, ...base };
+  return { rounds: [], opsPerSecond: null, p50Micros: null, p99Micros: null, latencyRounds: null, bytesPerOrganization: null, redis: null, extra: {}, ...base };
 }
 
 export function describeMachine(): Machine {

@@ -26,14 +26,14 @@ try {
   for (const suite of ['memory', 'heap', 'redis', 'cluster', 'http'])
     check(results?.measurements.some((m) => m.suite === suite) === true, `no ${suite} figures`);
   for (const m of results?.measurements ?? []) {
-    const figure = m.opsPerSecond ?? m.bytesPerOrganization ?? Number.NaN;
+    const figure = m.opsPerSecond ?? m.bytesPerOrganization ?? m.extra.instructionsPerDecision ?? Number.NaN;
     check(m.method.length > 40 && Number.isFinite(figure) && figure > 0, `${m.id} lacks its figure or its method`);
     // Redis' decisions are exact; only the fallback store's (a busy machine blowing the time budget) can over-admit.
     const r = m.contender.startsWith('ratecard') ? m.redis : null;
     const [over, errors] = [r?.overAdmitted ?? 0, r?.errors ?? 0];
     check(over <= (r?.notFromStore ?? 0) && errors === 0, `${m.id}: ${over} over-admitted, ${errors} failed`);
   }
-  check(results?.targets.length === 14, `${results?.targets.length} target rows, not 14`);
+  check(results?.targets.length === 17, `${results?.targets.length} target rows, not 17`);
   for (const t of results?.targets ?? [])
     check(t.verdict !== 'not measured' || t.measured.startsWith('not measured: '), `${t.figure}: no reason given`);
   const md = join(out, 'latest.md');

@@ -1,12 +1,13 @@
-// A child process of the harness (child.ts): runs one memory round, one heap case or one Redis round in a fresh V8,
-// or serves the reference service on 127.0.0.1 for the HTTP suite, and reports over IPC.
+// A child process of the harness (child.ts): runs a memory process' rounds, one heap case or one Redis round in a fresh
+// V8, a contender's lone Redis rounds as the harness asks, or serves the reference service on 127.0.0.1 for the HTTP
+// suite, and reports over IPC.
 import { createServer, type RequestListener } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Limiter } from '@ratecard/core';
 import type { Job, Message } from './child.js';
 import { HTTP_LIMIT, HTTP_VARIANTS } from './http.js';
-import { MEMORY_CASES, type MemoryCase, memoryRound } from './memory.js';
-import { redisRound } from './redis.js';
+import { MEMORY_CASES, type MemoryCase, memoryRounds } from './memory.js';
+import { loneWorker, redisRound } from './redis.js';
 import { organizationNames } from './results.js';
 
 /** Loaded by path: the reference service is private, built by `pnpm build` with the packages. */
@@ -31,11 +32,11 @@ async function heapBytes(): Promise<number> {
 async function heap(contender: string, count: number): Promise<[number, ...unknown[]]> {
   const organizations = organizationNames(count);
   // The denied case's limiter: 10 per minute, so each organization's one call is admitted and its bucket kept.
-  const call = (MEMORY_CASES[`${contender}/consume-denied`] as MemoryCase)[2](organizations);
+  const run = (MEMORY_CASES[`${contender}/consume-denied`] as MemoryCase)[2](organizations);
   const before = await heapBytes();
-  for (let org = 0; org < count; org++) await call(org);
+  await run(count);
   const after = await heapBytes();
-  return [(after - before) / count, call, organizations];
+  return [(after - before) / count, run, organizations];
 }
 
 /** One bearer token per organization; an override no run exhausts, and that never refills to full between requests. */
@@ -67,10 +68,11 @@ async function main(): Promise<void> {
   process.on('disconnect', () => process.exit(1));
   const job = JSON.parse(process.argv[2] ?? '{}') as Job;
   if (job.kind === 'http') return serve(job.variant, job.organizations);
+  if (job.kind === 'lone') return loneWorker(job, (value) => send({ type: 'result', value }));
   const [value] =
     job.kind === 'heap'
       ? await heap(job.case, job.organizations)
-      : [job.kind === 'memory' ? await memoryRound(job) : await redisRound(job)];
+      : [job.kind === 'memory' ? await memoryRounds(job) : await redisRound(job)];
   await send({ type: 'result', value });
   // Some libraries leave a timer per key behind; nothing else is left to do.
   process.exit(0);
