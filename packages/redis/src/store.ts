@@ -31,7 +31,7 @@ import {
 import { DenyCache } from './deny-cache.js';
 import { blockField, blockOf, KeyEncoder } from './keys.js';
 import { BLOCKS } from './scripts/blocks.js';
-import { CONSUME, CONSUME_ON_MASTER, Op, packCall, packedSize } from './scripts/consume.js';
+import { CONSUME, CONSUME_ON_MASTER, HEADER_SIZE, Op, packCall, packedSize, packHeader } from './scripts/consume.js';
 import { INSPECT } from './scripts/inspect.js';
 import type { LuaScript } from './scripts/lua-script.js';
 import { RESET } from './scripts/reset.js';
@@ -357,9 +357,15 @@ class RedisBucketStore implements RedisStore {
     cost: number | readonly number[],
   ): Promise<Outcome[]> {
     const key = this.checkedKey(organization, endpoint);
-    const numbers = Buffer.allocUnsafe(packedSize(limits));
-    packCall(numbers, 0, limits, cost, Op.peek);
-    const reply = await this.run(CONSUME, [key], [this.clockArgument(), numbers, '', '']);
+    const numbers = Buffer.allocUnsafe(HEADER_SIZE + packedSize(limits));
+    packCall(
+      numbers,
+      packHeader(numbers, this.clientClock ? this.readClock() : undefined, undefined, false),
+      limits,
+      cost,
+      Op.peek,
+    );
+    const reply = await this.run(CONSUME, [key], [numbers]);
     // Redis TIME, then an outcome per limit (and flags, unread), little-endian doubles (see scripts/consume.ts).
     if (!Buffer.isBuffer(reply) || reply.length < 8 * (limits.length + 1) || reply.length % 8 !== 0) {
       throw failure(new Error(`unexpected peek reply ${describeValue(reply)}`));
@@ -378,8 +384,8 @@ class RedisBucketStore implements RedisStore {
     // Sent by key: standalone the server is known; in a cluster it may land on any master (see sendConsume).
     const server = this.connection.cluster ? undefined : '';
     // The caller's deadline in Redis' frame: a run later than that forgets nothing (see scripts/reset.ts).
-    const lastWaited = budgetMs === undefined ? '' : this.inRedisFrame(server, sentAt + budgetMs);
-    const reply = await this.run(RESET, [key], [lastWaited, ...limits.map((limit) => limit.name)]);
+    const lastWaited = budgetMs === undefined ? undefined : this.inRedisFrame(server, sentAt + budgetMs);
+    const reply = await this.run(RESET, [key], [String(lastWaited ?? ''), ...limits.map((limit) => limit.name)]);
     // Redis TIME, then how many buckets were forgotten; the time alone when the run came too late.
     if (
       !Array.isArray(reply) ||
@@ -571,23 +577,32 @@ class RedisBucketStore implements RedisStore {
     // The server the script runs on, for its clock. A cluster call sent by key may land on any master (the client
     // follows MOVED and ASK, and retries through a failover), so it takes the master furthest ahead.
     const server = batch.master ?? (this.connection.cluster ? undefined : '');
-    // The script's ARGV: see scripts/consume.ts. The limits and cost once when the whole batch shares them, as a batch
-    // of consumes from one plan and endpoint does, else once per call.
-    let numbers: Buffer;
-    if (uniform) {
-      numbers = Buffer.allocUnsafe(packedSize(shared));
-      packCall(numbers, 0, shared, costs[from] as number | readonly number[]);
-    } else {
-      let size = 0;
-      for (let i = from; i < to; i++) size += packedCallSize(batch, i);
-      numbers = Buffer.allocUnsafe(size);
-      let offset = 0;
-      for (let i = from; i < to; i++) offset = packBatchCall(numbers, offset, batch, i);
-    }
+    // The script's one argument: see scripts/consume.ts. The limits and cost once when the whole batch shares them, as
+    // a batch of consumes from one plan and endpoint does, else once per run of calls that name the same ones (a
+    // batch of reserves or settles of one plan: each call then carries its op and lease alone).
     const keys = batch.keys.slice(from, to);
     // In Redis' frame: a run later than that finds some caller gone, and charges nothing.
     const lastWaited = this.inRedisFrame(server, answerBy);
-    const args = [now === undefined ? '' : String(now), numbers, n > 1 && hasRepeats(keys) ? '1' : '', lastWaited];
+    const repeats = n > 1 && hasRepeats(keys);
+    let numbers: Buffer;
+    if (uniform) {
+      numbers = Buffer.allocUnsafe(HEADER_SIZE + packedSize(shared));
+      packCall(
+        numbers,
+        packHeader(numbers, now, lastWaited, repeats),
+        shared,
+        costs[from] as number | readonly number[],
+      );
+    } else {
+      let size = HEADER_SIZE;
+      for (let i = from; i < to; i++) size += packedCallSize(batch, i, i > from && repeatsCallBefore(batch, i));
+      numbers = Buffer.allocUnsafe(size);
+      let offset = packHeader(numbers, now, lastWaited, repeats);
+      for (let i = from; i < to; i++) {
+        offset = packBatchCall(numbers, offset, batch, i, i > from && repeatsCallBefore(batch, i));
+      }
+    }
+    const args = [numbers];
     this.sent += n;
     this.batches++;
     if (n > this.largestBatch) this.largestBatch = n;
@@ -644,15 +659,16 @@ class RedisBucketStore implements RedisStore {
     if (this.probing.has(route)) return;
     this.probing.add(route);
     const limits = batch.limits[i] as readonly Limit[];
-    const numbers = Buffer.allocUnsafe(packedSize(limits));
-    packCall(numbers, 0, limits, batch.costs[i] as number | readonly number[], Op.peek);
     const keys = [batch.keys[i] as string];
     const done = (): void => {
       this.probing.delete(route);
     };
     // The time as consume would read it: a Redis that refuses TIME in scripts is run with clock 'client'.
-    const now = this.clientClock ? String(Math.max(0, Math.floor(this.now()))) : '';
-    runScript(this.connection, CONSUME, keys, [now, numbers, '', ''], this.onReload).then(done, done);
+    const now = this.clientClock ? Math.max(0, Math.floor(this.now())) : undefined;
+    const numbers = Buffer.allocUnsafe(HEADER_SIZE + packedSize(limits));
+    const offset = packHeader(numbers, now, undefined, false);
+    packCall(numbers, offset, limits, batch.costs[i] as number | readonly number[], Op.peek);
+    runScript(this.connection, CONSUME, keys, [numbers], this.onReload).then(done, done);
   }
 
   /**
@@ -773,9 +789,9 @@ class RedisBucketStore implements RedisStore {
    * call sent by key lands on, so the one furthest ahead), the scripts' `lastWaited` argument: '' while no reply has
    * told the store that server's clock, or for no deadline at all.
    */
-  private inRedisFrame(server: string | undefined, deadline: number): string {
+  private inRedisFrame(server: string | undefined, deadline: number): number | undefined {
     const ahead = server === undefined ? this.furthestAhead() : this.redisAhead.get(server);
-    return ahead === undefined || deadline === Number.POSITIVE_INFINITY ? '' : String(Math.ceil(deadline + ahead));
+    return ahead === undefined || deadline === Number.POSITIVE_INFINITY ? undefined : Math.ceil(deadline + ahead);
   }
 
   /** The most any master's clock has been seen ahead of this process's, or undefined before any reply. */
@@ -991,22 +1007,30 @@ function answerCount(batch: CallBatch, i: number): number {
   return op === Op.settle || op === Op.extend ? 1 : (batch.limits[i] as readonly Limit[]).length;
 }
 
+/** Whether call `i` of a batch names the limits and costs of the call before it: then they are not packed again. */
+function repeatsCallBefore(batch: CallBatch, i: number): boolean {
+  return (
+    batch.costs[i] === batch.costs[i - 1] &&
+    sameLimits(batch.limits[i] as readonly Limit[], batch.limits[i - 1] as readonly Limit[])
+  );
+}
+
 /** The bytes call `i` of a batch takes packed (see packCall). */
-function packedCallSize(batch: CallBatch, i: number): number {
+function packedCallSize(batch: CallBatch, i: number, repeated: boolean): number {
   const op = batch.ops[i] as Op;
   const limits = batch.limits[i] as readonly Limit[];
-  if (op === Op.consume) return packedSize(limits);
-  return packedSize(limits, batch.leaseIds[i], op === Op.settle ? undefined : batch.leaseMs[i]);
+  if (op === Op.consume) return packedSize(limits, undefined, undefined, repeated);
+  return packedSize(limits, batch.leaseIds[i], op === Op.settle ? undefined : batch.leaseMs[i], repeated);
 }
 
 /** Packs call `i` of a batch at `offset`; returns the offset after it. */
-function packBatchCall(buffer: Buffer, offset: number, batch: CallBatch, i: number): number {
+function packBatchCall(buffer: Buffer, offset: number, batch: CallBatch, i: number, repeated: boolean): number {
   const op = batch.ops[i] as Op;
   const limits = batch.limits[i] as readonly Limit[];
   const cost = batch.costs[i] as number | readonly number[];
-  if (op === Op.consume) return packCall(buffer, offset, limits, cost);
+  if (op === Op.consume) return packCall(buffer, offset, limits, cost, op, undefined, undefined, repeated);
   const ms = op === Op.settle ? undefined : batch.leaseMs[i];
-  return packCall(buffer, offset, limits, cost, op, batch.leaseIds[i], ms);
+  return packCall(buffer, offset, limits, cost, op, batch.leaseIds[i], ms, repeated);
 }
 
 /** Whether two calls name the same limits, in order: a batch whose calls all do sends them once. */

@@ -1,7 +1,7 @@
 import { perHour } from '@ratecard/core';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CONSUME, packCall, packedSize } from '../src/scripts/consume.js';
+import { CONSUME, HEADER_SIZE, packCall, packedSize, packHeader } from '../src/scripts/consume.js';
 import { FLOOR, floorArgs } from './support/floor-script.js';
 import { connectStandalone, REDIS_URL, uniqueOrg } from './support/redis.js';
 
@@ -27,9 +27,9 @@ describe.skipIf(REDIS_URL === null)('the floor script of script-cost --lone', ()
     const [ours, floor] = [uniqueOrg('consume'), uniqueOrg('floor')];
     const admitted: boolean[] = [];
     for (const cost of [1, 2, 1, 3, 1, 1, 1]) {
-      const packed = Buffer.alloc(packedSize([limit]));
-      packCall(packed, 0, [limit], cost);
-      const consumed = (await client.callBuffer('eval', CONSUME.text, 1, ours, '', packed, '', '')) as Buffer;
+      const packed = Buffer.alloc(HEADER_SIZE + packedSize([limit]));
+      packCall(packed, packHeader(packed, undefined, undefined, false), [limit], cost);
+      const consumed = (await client.callBuffer('eval', CONSUME.text, 1, ours, packed)) as Buffer;
       const floored = (await client.callBuffer('eval', FLOOR.text, 1, floor, ...floorArgs(limit, cost))) as Buffer;
       expect(decision(floored)).toEqual(decision(consumed));
       admitted.push(decision(floored).admitted);

@@ -15,15 +15,16 @@ import { type LuaScript, luaScript } from './lua-script.js';
  * settle or extend a lease, or peek (the outcomes, nothing written): docs/stores.md, "Leases". Every call first
  * expires the key's leases whose instant has come, in order of it; a key that holds none costs one search for '@'.
  *
- * KEYS: one per call. ARGV[1]: now in ms, or '' for Redis TIME. ARGV[2]: the calls, packed: per call k and op
- * (little-endian doubles; op 0 consume, 1 reserve, 2 settle, 3 extend, 4 peek), then for each of its k limits its
- * name (zero-terminated) and capacity, unitsPerMs, unitsPerToken, cost (for a settle, the actual tokens) and a quota's
- * periodEnd (0 for any other limit; doubles),
- * then for ops 1 to 3 the lease id (zero-terminated) and for ops 1 and 3 its ms (double); when every call of the batch
- * is the same, that list once for all. ARGV[3]: '1' when a key may appear more than once in the batch, else ''.
- * ARGV[4]: the last ms by Redis TIME at which anyone still waits for the batch, or '' when the store cannot tell yet:
- * a run that starts later (the batch waited in a paused or hung server, or a client sent it again after reconnecting)
- * charges nothing.
+ * KEYS: one per call. ARGV[1], the one argument, packed as little-endian doubles and zero-terminated strings: a
+ * header (packHeader) of now in ms (-1 for Redis TIME), the last ms by Redis TIME at which anyone still waits for the
+ * batch (-1 when the store cannot tell yet: a run that starts later, because the batch waited in a paused or hung
+ * server or a client sent it again after reconnecting, charges nothing) and 1 when a key may appear more than once in
+ * the batch, else 0; then the calls (packCall): per call k and op (op 0 consume, 1 reserve, 2 settle, 3 extend,
+ * 4 peek), then for each of its k limits its name, its shape's text ('<capacity>/<unitsPerMs>/<unitsPerToken>', as the
+ * value holds it) and capacity, unitsPerMs, unitsPerToken, cost (for a settle, the actual tokens) and a quota's
+ * periodEnd (0 for any other limit), then for ops 1 to 3 the lease id and for ops 1 and 3 its ms. A call of k 0 names
+ * the limits and costs of the call before it (a batch of reserves or settles of one plan sends them once); when every
+ * call of the batch is the same, that list comes once for all.
  * Reply: one string of little-endian doubles: Redis TIME in ms, then the Outcome of each limit of each call (one
  * number for a settle or extend: 1 when the lease was held, else 0; 2^53 for each limit of a reserve whose id is held
  * already), then one flag per limited outcome, in the same order: 1 when the bucket refills at the request's own shape
@@ -45,26 +46,26 @@ function consumeScript(name: string, header: string, keys: string, read: string)
   return luaScript(
     name,
     `${header}${BUCKET_LUA}${REDIS_NOW_LUA}
-local lastWaited = tonumber(ARGV[4])
-if lastWaited and redisNow > lastWaited then return spack('<d', redisNow) end
-local now = tonumber(ARGV[1]) or redisNow
-local redisClock = ARGV[1] == ''
+local packed = ARGV[1]
+local clock, lastWaited, repeats = sunpack('<ddd', packed)
+if lastWaited >= 0 and redisNow > lastWaited then return spack('<d', redisNow) end
+local now, redisClock = clock, clock < 0
+if redisClock then now = redisNow end
 -- What a call does, its op: CONSUME and PEEK carry no lease; RESERVE a lease id and its ms; SETTLE a lease id, the
 -- actual tokens in each limit's cost; EXTEND a lease id and how long from now it is held.
 local CONSUME, RESERVE, SETTLE, EXTEND, PEEK = 0, 1, 2, 3, 4
 ${keys}
 local n = #keys
-local packed = ARGV[2]
 local values                                      -- each key's value, read before any is written
 -- A lone call of one token bucket, decided straight through when its key holds that bucket alone (or nothing): the
 -- path of a decision made at one call in flight, which pays alone for what a run makes. It reads the call and the
 -- value, and anything else (another limit's entry, leases, a shape changed, a value ratecard would not write) goes
 -- to the general path below with the value already read. The refill and take are the general path's functions.
-local k, op = sunpack('<dd', packed)
+local k, op = sunpack('<dd', packed, 25)
 if n == 1 and k == 1 and op == CONSUME then
-  local nm, c, r, u, cost, pe, stop = sunpack('<sddddd', packed, 17)
+  local nm, shape, c, r, u, cost, pe, stop = sunpack('<ssddddd', packed, 41)
   if r ~= 0 and pe == 0 and stop > #packed then
-    local key, full, need, shape = keys[1], c * u, cost * u, sformat('%d/%d/%d', c, r, u)
+    local key, full, need = keys[1], c * u, cost * u
     local raw = redis.call('GET', key)
     local held, at, alone = full, now, true       -- no value: a full bucket
     if raw then
@@ -97,7 +98,7 @@ end
 -- The general path: any number of calls and limits, leases, quotas, entries of other limits, shapes changed.
 ${RARE_LUA}
 local written                                     -- values this run wrote, when a key may repeat in the batch
-if ARGV[3] == '1' then written = {} end
+if repeats == 1 then written = {} end
 if not values then ${read} end
 local reply = {redisNow}
 local o = 1                                       -- outcomes in reply so far, after the time
@@ -108,26 +109,27 @@ local flags                                       -- made at the first refusal
 local limits = {}
 local byBytes                                     -- calls after the first: each limit made once, by its packed bytes
 local shared = false                              -- every call has the limits and costs of the first, read once
-local pos, id, ms = 1, nil, nil
+local pos, id, ms = 25, nil, nil
+k = 0
 for i = 1, n do
   if not shared then
-    k, op, pos = sunpack('<dd', packed, pos)
+    local count
+    count, op, pos = sunpack('<dd', packed, pos)
     id, ms = nil, nil
+    if count > 0 then k = count end               -- 0: the limits and costs of the call before
     if k < 1 then return redis.error_reply('ratecard: a call without buckets') end
-    for j = 1, k do
+    for j = 1, count do
       local start = pos
-      local nm, c, r, u, cost, pe, limit, bytes
-      nm, c, r, u, cost, pe, pos = sunpack('<sddddd', packed, pos)
+      local nm, shape, c, r, u, cost, pe, limit, bytes
+      nm, shape, c, r, u, cost, pe, pos = sunpack('<ssddddd', packed, pos)
       if i > 1 then
         bytes = ssub(packed, start, pos - 1)
         byBytes = byBytes or {}
         limit = byBytes[bytes]
       end
       if not limit then
-        -- '%d' prints the shape's numbers exactly (each is below 2^53; tostring would print a double past 1e14 in
-        -- exponent form). Lua interns strings, so two equal shape texts are one string: comparing them compares two
-        -- pointers. A concurrency limit has R 0 (it never refills) and no entry; a quota has R 0 and its period's end.
-        local shape = sformat('%d/%d/%d', c, r, u)
+        -- Lua interns strings, so two equal shape texts are one string: comparing them compares two pointers. A
+        -- concurrency limit has R 0 (it never refills) and no entry; a quota has R 0 and its period's end.
         if pe == 0 then pe = nil end
         limit = {name = nm, c = c, r = r, u = u, cost = cost, need = cost * u, full = c * u, shape = shape, pe = pe,
           slots = r == 0 and not pe,
@@ -390,8 +392,8 @@ export const CONSUME: LuaScript = consumeScript(
 );
 
 /**
- * The same on one Redis Cluster master, for keys of any slots it serves: the keys come after the four arguments above
- * (ARGV[5] on), since keys declared in KEYS across slots are refused with CROSSSLOT before the script runs, and the
+ * The same on one Redis Cluster master, for keys of any slots it serves: the keys come after the argument above
+ * (ARGV[2] on), since keys declared in KEYS across slots are refused with CROSSSLOT before the script runs, and the
  * flag lets the script touch keys of several slots. A key the master does not serve (its slot moved, or is moving and
  * the key is not there) stops the script at the GET that reads it with "non local key": every key is read before any
  * is written, so such a run writes nothing, and the store sends its calls again by key. MGET over several slots is
@@ -400,7 +402,7 @@ export const CONSUME: LuaScript = consumeScript(
 export const CONSUME_ON_MASTER: LuaScript = consumeScript(
   'consume-on-master',
   '#!lua flags=allow-cross-slot-keys\n',
-  'local keys = {} for i = 5, #ARGV do keys[i - 4] = ARGV[i] end',
+  'local keys = {} for i = 2, #ARGV do keys[i - 1] = ARGV[i] end',
   "values = {} for i = 1, #keys do values[i] = redis.call('GET', keys[i]) end",
 );
 
@@ -408,10 +410,43 @@ export const CONSUME_ON_MASTER: LuaScript = consumeScript(
 export const Op = { consume: 0, reserve: 1, settle: 2, extend: 3, peek: 4 } as const;
 export type Op = (typeof Op)[keyof typeof Op];
 
-/** The bytes packCall writes for one call of these limits, with a lease id and ms as it is given them. */
-export function packedSize(limits: readonly Limit[], id?: string, ms?: number): number {
+/** The bytes packHeader writes. */
+export const HEADER_SIZE = 24;
+
+/**
+ * Writes the script call's header at the start of `buffer`: the caller's now in ms (-1 for Redis TIME), the last ms by
+ * Redis TIME at which anyone still waits for the batch (-1 for none yet), and 1 when a key may appear more than once
+ * in the batch, else 0. Returns the offset after it.
+ */
+export function packHeader(
+  buffer: Buffer,
+  now: number | undefined,
+  lastWaited: number | undefined,
+  repeats: boolean,
+): number {
+  let at = buffer.writeDoubleLE(now ?? -1, 0);
+  at = buffer.writeDoubleLE(lastWaited ?? -1, at);
+  return buffer.writeDoubleLE(repeats ? 1 : 0, at);
+}
+
+/** A limit's shape as the value holds it: '<capacity>/<unitsPerMs>/<unitsPerToken>', made once per limit. */
+const shapes = new WeakMap<Limit, string>();
+function shapeText(limit: Limit): string {
+  let text = shapes.get(limit);
+  if (text === undefined) {
+    text = `${limit.capacity}/${limit.unitsPerMs}/${limit.unitsPerToken}`;
+    shapes.set(limit, text);
+  }
+  return text;
+}
+
+/**
+ * The bytes packCall writes for one call of these limits, with a lease id and ms as it is given them; only its 16
+ * bytes of k and op and the lease's for a call that repeats the limits and costs of the call before.
+ */
+export function packedSize(limits: readonly Limit[], id?: string, ms?: number, repeated = false): number {
   let size = 16;
-  for (const limit of limits) size += limit.name.length + 1 + 40;
+  if (!repeated) for (const limit of limits) size += limit.name.length + 1 + shapeText(limit).length + 1 + 40;
   if (id !== undefined) size += id.length + 1;
   if (ms !== undefined) size += 8;
   return size;
@@ -419,8 +454,9 @@ export function packedSize(limits: readonly Limit[], id?: string, ms?: number): 
 
 /**
  * Writes one call at `offset` as the scripts read it: k and op, then each limit's name (zero-terminated; a name is
- * ASCII, see core's limits.ts) and capacity, unitsPerMs, unitsPerToken, cost (costAt: one number for every limit, or
- * one per limit) and a quota's periodEnd (0 for any other limit), then for a reserve, settle or extend the lease id (ASCII) and for a reserve or extend `ms`, the
+ * ASCII, see core's limits.ts), its shape's text (zero-terminated) and capacity, unitsPerMs, unitsPerToken, cost
+ * (costAt: one number for every limit, or one per limit) and a quota's periodEnd (0 for any other limit); or, for a
+ * call `repeated` that names the limits and costs of the call before it, k 0 and none of them; then for a reserve, settle or extend the lease id (ASCII) and for a reserve or extend `ms`, the
  * numbers little-endian doubles (exact for integers below 2^53). Returns the offset after them.
  */
 export function packCall(
@@ -431,12 +467,15 @@ export function packCall(
   op: Op = Op.consume,
   id?: string,
   ms?: number,
+  repeated = false,
 ): number {
-  let at = buffer.writeDoubleLE(limits.length, offset);
+  let at = buffer.writeDoubleLE(repeated ? 0 : limits.length, offset);
   at = buffer.writeDoubleLE(op, at);
-  for (let j = 0; j < limits.length; j++) {
+  for (let j = 0; !repeated && j < limits.length; j++) {
     const limit = limits[j] as Limit;
     at += buffer.write(limit.name, at, 'latin1');
+    at = buffer.writeUInt8(0, at);
+    at += buffer.write(shapeText(limit), at, 'latin1');
     at = buffer.writeUInt8(0, at);
     at = buffer.writeDoubleLE(limit.capacity, at);
     at = buffer.writeDoubleLE(limit.unitsPerMs, at);

@@ -32,7 +32,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type Limit, perHour, perMinute } from '@ratecard/core';
 import { Redis } from 'ioredis';
-import { CONSUME, Op, packCall, packedSize } from '../../src/scripts/consume.js';
+import { CONSUME, HEADER_SIZE, Op, packCall, packedSize, packHeader } from '../../src/scripts/consume.js';
 import { FLOOR, floorArgs } from './floor-script.js';
 
 const BUCKETS = 2_000;
@@ -115,15 +115,16 @@ async function main(): Promise<void> {
     const orgs = Array.from({ length: BUCKETS }, (_, i) => `cost:{org-${String(i).padStart(6, '0')}}:POST /browsers`);
     const sha = (await client.script('LOAD', skeleton ?? CONSUME.text)) as string;
     // One call's limits and cost, shared by the batch, as the store packs them.
-    const pair = Buffer.alloc(packedSize(limits));
-    packCall(pair, 0, limits, 1);
+    const pair = Buffer.alloc(HEADER_SIZE + packedSize(limits));
+    packCall(pair, HEADER_SIZE, limits, 1);
     let next = 0;
     let leaseCount = 0;
     let now = 0;
     /** One script call: a batch of consumes, or (reserve-settle) of reserves and then one of their settles. */
     const send = async (batch: string[], numbers: Buffer): Promise<void> => {
       now += 2;
-      await client.callBuffer('evalsha', [sha, batch.length, ...batch, lone ? '' : String(now), numbers, '', '']);
+      packHeader(numbers, lone ? undefined : now, undefined, false);
+      await client.callBuffer('evalsha', [sha, batch.length, ...batch, numbers]);
     };
     const call = async (): Promise<void> => {
       const batch: string[] = [];
@@ -133,9 +134,11 @@ async function main(): Promise<void> {
       }
       if (!leases) return send(batch, pair);
       const ids = batch.map(() => `lease-${leaseCount++}`);
+      // As the store packs a batch of one plan's reserves or settles: the limits with the first call only.
       const pack = (op: Op, ms?: number) => {
-        const numbers = Buffer.alloc(ids.reduce((size, id) => size + packedSize(limits, id, ms), 0));
-        ids.reduce((offset, id) => packCall(numbers, offset, limits, 1, op, id, ms), 0);
+        const sizes = ids.map((id, i) => packedSize(limits, id, ms, i > 0));
+        const numbers = Buffer.alloc(sizes.reduce((size, each) => size + each, HEADER_SIZE));
+        ids.reduce((offset, id, i) => packCall(numbers, offset, limits, 1, op, id, ms, i > 0), HEADER_SIZE);
         return numbers;
       };
       await send(batch, pack(Op.reserve, 60_000));
