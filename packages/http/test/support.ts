@@ -80,6 +80,8 @@ export function asynchronous(store: Store): Store {
     settle: async (...args) => store.settle(...args),
     peek: async (...args) => store.peek(...args),
     reset: async (...args) => store.reset(...args),
+    inspect: async (...args) => store.inspect(...args),
+    blocks: async (...args) => store.blocks(...args),
     close: () => store.close(),
   };
 }
@@ -95,6 +97,8 @@ export function brokenStore(): Store {
     settle: fail,
     peek: fail,
     reset: fail,
+    inspect: fail,
+    blocks: fail,
     close: () => undefined,
   };
 }
