@@ -799,8 +799,9 @@ describe.skipIf(!canStartRedis('@ratecard/otel'))('on Redis', () => {
     expect(sums(collected, 'ratecard.redis.calls.queued')).toEqual({ '': 0 });
     // Each call was awaited before the next was made: every script call carried one.
     expect(gauges(collected, 'ratecard.redis.script.largest_batch')).toEqual({ '': 1 });
-    // A fresh server had no script: the first call got NOSCRIPT and sent it whole.
-    expect(sums(collected, 'ratecard.redis.script.reloads')).toEqual({ '': 1 });
+    // A fresh server had no script: the first call of each got NOSCRIPT and sent it whole, the consume script's and the
+    // blocks script's (the limiter reads the blocks with it).
+    expect(sums(collected, 'ratecard.redis.script.reloads')).toEqual({ '': 2 });
     expect(sums(collected, 'ratecard.memory.buckets.held')).toEqual({ '': 1 });
     expect(fallback.stats().buckets).toBe(1);
   });
