@@ -4,6 +4,7 @@ import {
   type BucketShape,
   costAt,
   debtFloor,
+  isConcurrency,
   type KeptBlock,
   type KeptBlocks,
   type KeptBucket,
@@ -119,8 +120,6 @@ const keyOf = (endpoint: string, name: string): string => `${name} ${endpoint}`;
 
 /** Organizations and endpoints may hold any character, so a block's key is the JSON of the pair, which tells all apart. */
 const blockKey = (organization: string, endpoint: string): string => JSON.stringify([organization, endpoint]);
-
-const isConcurrency = (limit: BucketLimit): boolean => limit.kind === 'concurrency';
 
 /** The shape a lease keeps of a limit: its numbers, and a quota's period end (JSON leaves it out for the others). */
 const shapeOf = ({ capacity, unitsPerToken, unitsPerMs, periodEnd }: BucketShape): BucketShape =>

@@ -249,7 +249,7 @@ export function inPeriod(limits: readonly Limit[], now?: number): readonly Limit
 }
 
 /** Whether a limit is a concurrency limit (held by leases) rather than a token bucket. */
-export function isConcurrency(limit: Limit): boolean {
+export function isConcurrency(limit: Pick<Limit, 'kind'>): boolean {
   return limit.kind === 'concurrency';
 }
 

@@ -15,6 +15,7 @@ import FakeTimers from '@sinonjs/fake-timers';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { memoryStore } from '../src/index.js';
+import { rejection } from './support.js';
 
 const T0 = 1_700_000_000_000;
 let clock: ReturnType<typeof FakeTimers.install>;
@@ -46,16 +47,6 @@ function make(options: Partial<LimiterOptions> = {}) {
 
 const session = { organization: 'org', endpoint: 'POST /sessions', plan: 'free' };
 const chat = { organization: 'key', endpoint: 'POST /chat', plan: 'llm' };
-
-async function rejection(promise: Promise<unknown>): Promise<RateLimitError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).toBeInstanceOf(RateLimitError);
-    return error as RateLimitError;
-  }
-  throw new Error('expected a rejection');
-}
 
 describe('limiter.reserve', () => {
   it('holds two sessions at once, refuses a third with Retry-After 1, and admits it once one settles', async () => {
