@@ -37,6 +37,24 @@ describe('endpoint rules', () => {
     expect(rules.forEndpoint('GET /whatever')).toBeUndefined();
   });
 
+  it('answers a concrete endpoint the same every time, past the bound on endpoints it keeps matched', () => {
+    const own = rulesOf({ 'PUT /browser-pools/:id': 'enforce', 'ALL /*': 'shadow' });
+    // Each id is a new endpoint: 5 000 of them pass the bound (4 096) on what is kept, and empty it once.
+    for (let round = 0; round < 2; round++) {
+      for (let i = 0; i < 5_000; i++) {
+        expect(own.forEndpoint(`PUT /browser-pools/p${i}`)?.key).toBe('PUT /browser-pools/:id');
+        expect(own.forEndpoint(`GET /browser-pools/p${i}`)?.key).toBe('ALL /*');
+      }
+    }
+    // An endpoint no rule matches is kept as such, and answers undefined again, not a rule.
+    expect(rules.forEndpoint('GET /whatever')).toBeUndefined();
+    expect(rules.forEndpoint('GET /whatever')).toBeUndefined();
+    expect(rules.forEndpoint('POST /browsers/')?.key).toBe('POST /browsers');
+    expect(rules.forEndpoint('POST /browsers/')?.key).toBe('POST /browsers');
+    // A malformed endpoint is refused every time: it is never kept.
+    for (let i = 0; i < 2; i++) expect(() => rules.forEndpoint('POST browsers')).toThrowError(/<METHOD> <path>/);
+  });
+
   it.each(['whatever', '/browsers', 'POST', 'POST browsers', ' /browsers'])(
     'refuses the endpoint %j, which could match no rule, with invalid_argument',
     (endpoint) => {
