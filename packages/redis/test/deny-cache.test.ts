@@ -39,6 +39,20 @@ describe.skipIf(REDIS_URL === null)('the deny cache', () => {
     expect(store.stats()).toMatchObject({ sent, denyCacheHits: 1 });
   });
 
+  it('remembers the denials of a batch, each decided on its own key in the one script call', async () => {
+    freshStore();
+    const orgs = [uniqueOrg('batch'), uniqueOrg('batch'), uniqueOrg('batch')];
+    const allOf = (cost: number) => Promise.all(orgs.map((org) => consumeRpm(store, org, 'e', 10, cost)));
+    expect(await allOf(10)).toEqual([0, 0, 0]);
+    const { batches } = store.stats();
+    expect(await allOf(1)).toEqual([-1, -1, -1]);
+    expect(store.stats().batches).toBe(batches + 1);
+    const { sent } = store.stats();
+    clock.now += 234;
+    expect(await allOf(1)).toEqual([-1 - 2_340, -1 - 2_340, -1 - 2_340]);
+    expect(store.stats()).toMatchObject({ sent, denyCacheHits: 3 });
+  });
+
   it('asks Redis again at the exact instant enough tokens have refilled', async () => {
     freshStore();
     // 600 per minute: a token (100 units) every 100 ms, one unit a millisecond.

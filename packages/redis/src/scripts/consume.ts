@@ -4,6 +4,46 @@ import { BUCKET_LUA, RARE_LUA, READ_ENTRIES_LUA, REDIS_NOW_LUA } from './bucket.
 import { type LuaScript, luaScript } from './lua-script.js';
 
 /**
+ * Lua statements deciding a consume of one token bucket straight through when its key holds that bucket alone, under
+ * the call's shape, or nothing: refilled to now and charged by the shared refilled and take, then written (SET with
+ * its expiry) when admitted. They set the locals `outcome` (nil when the key holds anything else: leases, another
+ * limit's entry, another shape, a value ratecard would not write, for the general path to decide) and, refused,
+ * `steady` (see the reply's flags). The names are those of the Lua expressions for the call's key, its value as read,
+ * and its limit's name, shape text, full bucket in units, units per ms and cost in units. The lone call and each call
+ * of a batch take them, each written out where it is used, so that neither pays for a function call.
+ */
+function straightLua(key: string, raw: string, name: string, shape: string, full: string, r: string, need: string) {
+  return `
+    do
+      local held, at, alone = ${full}, now, true     -- no value: a full bucket
+      if ${raw} then
+        local name, a, b, s, e = smatch(${raw}, '^([^ @]+) (%-?%d+) (%d+) ([^,]+)()')
+        alone = name == ${name} and s == ${shape} and e > #${raw}
+        if alone then
+          local su, st = a + 0, b + 0
+          alone = st <= MAX_UPDATED_AT and su <= ${full} and su >= -${full}
+          if alone then
+            held = refilled(su, st, now, ${r}, ${full})
+            if st > now then at = st end          -- a clock gone backwards: counted from the stored time
+          end
+        end
+      end
+      if alone then
+        outcome = take(held, ${need})
+        if outcome < 0 then
+          steady = 0
+          if at == now then steady = 1 end
+        else
+          local value = sformat('%s %d %d %s', ${name}, outcome, at, ${shape})
+          local fullAt = at + ceil((${full} - outcome) / ${r})
+          if redisClock then redis.call('SET', ${key}, value, 'PXAT', sformat('%d', fullAt))
+          else redis.call('SET', ${key}, value, 'PX', sformat('%d', fullAt - now + 1)) end
+        end
+      end
+    end`;
+}
+
+/**
  * Charges a batch of calls in order, each all or nothing, in one atomic run: a call names one key (its organization's
  * and endpoint's, holding the buckets of every limit named there and the leases held on them), k limits and a cost
  * per limit, and is admitted only if each of its limits' buckets holds its cost in tokens beside what held leases set
@@ -57,39 +97,19 @@ local CONSUME, RESERVE, SETTLE, EXTEND, PEEK = 0, 1, 2, 3, 4
 ${keys}
 local n = #keys
 local values                                      -- each key's value, read before any is written
--- A lone call of one token bucket, decided straight through when its key holds that bucket alone (or nothing): the
--- path of a decision made at one call in flight, which pays alone for what a run makes. It reads the call and the
--- value, and anything else (another limit's entry, leases, a shape changed, a value ratecard would not write) goes
--- to the general path below with the value already read. The refill and take are the general path's functions.
+-- A lone call of one token bucket (the path of a decision made at one call in flight, which pays alone for what a run
+-- makes): read the call and the value, and decided straight through if it can be (straightLua); else the general
+-- path below decides it, with the value already read.
 local k, op = sunpack('<dd', packed, 25)
 if n == 1 and k == 1 and op == CONSUME then
   local nm, shape, c, r, u, cost, pe, stop = sunpack('<ssddddd', packed, 41)
   if r ~= 0 and pe == 0 and stop > #packed then
     local key, full, need = keys[1], c * u, cost * u
     local raw = redis.call('GET', key)
-    local held, at, alone = full, now, true       -- no value: a full bucket
-    if raw then
-      local name, a, b, s, e = smatch(raw, '^([^ @]+) (%-?%d+) (%d+) ([^,]+)()')
-      alone = name == nm and s == shape and e > #raw
-      if alone then
-        local su, st = a + 0, b + 0
-        alone = st <= MAX_UPDATED_AT and su <= full and su >= -full
-        if alone then
-          held = refilled(su, st, now, r, full)
-          if st > now then at = st end            -- a clock gone backwards: counted from the stored time
-        end
-      end
-    end
-    if alone then
-      local outcome = take(held, need)
-      if outcome < 0 then
-        local steady = 0                          -- see the flags below
-        if at == now then steady = 1 end
-        return spack('<ddd', redisNow, outcome, steady)
-      end
-      local value, fullAt = sformat('%s %d %d %s', nm, outcome, at, shape), at + ceil((full - outcome) / r)
-      if redisClock then redis.call('SET', key, value, 'PXAT', sformat('%d', fullAt))
-      else redis.call('SET', key, value, 'PX', sformat('%d', fullAt - now + 1)) end
+    local outcome, steady
+${straightLua('key', 'raw', 'nm', 'shape', 'full', 'r', 'need')}
+    if outcome then
+      if steady then return spack('<ddd', redisNow, outcome, steady) end
       return spack('<dd', redisNow, outcome)
     end
     values = {raw}
@@ -146,6 +166,21 @@ for i = 1, n do
   local key = keys[i]
   local raw = values[i]                           -- false (RESP2) or nil (RESP3) for a missing key
   if written then raw = written[key] or raw end
+  -- A consume of one token bucket, decided straight through if it can be, as a lone call is: most calls of a batch.
+  local limit = limits[1]
+  local outcome, steady
+  if k == 1 and op == CONSUME and not written and not limit.slots and not limit.pe then
+    local full, r, need = limit.full, limit.r, limit.need
+${straightLua('key', 'raw', 'limit.name', 'limit.shape', 'full', 'r', 'need')}
+  end
+  if outcome then
+    o = o + 1
+    reply[o] = outcome
+    if steady then
+      flags = flags or {}
+      flags[#flags + 1] = steady
+    end
+  else
 ${READ_ENTRIES_LUA}
   -- Leases whose instant has come expire first, in order of it, each keeping its charge: a call on a key whose first
   -- lease is not due reads none of them.
@@ -367,6 +402,7 @@ ${READ_ENTRIES_LUA}
       redis.call('SET', key, value, 'PX', sformat('%d', fullAt - now + 1))
     end
     if written then written[key] = value or '' end
+  end
   end
 end
 if flags then for j = 1, #flags do reply[o + j] = flags[j] end end
