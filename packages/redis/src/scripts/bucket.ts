@@ -254,14 +254,19 @@ local function rarePaths(en, eu, et, es, refilled)
   -- totals, first and last expiry left, and the lease's holds (' <name>=<amount> ...'); false for a lease ratecard
   -- would not write.
   function rare.release(leases, pos, totals, now, m, limits, k)
-    local e, holds, stop = smatch(leases, '^@[^ ,]+ (%d+)( [^,]+)()', pos)
-    if not e then return false end
+    -- The caller found '@<id> ' at pos, so the pattern starts at the expiry: each character a pattern walks costs Lua
+    -- tens of instructions, a plain find's far fewer.
+    local holds, stop = smatch(leases, '^%d+( [^,]+)()', sfind(leases, ' ', pos, true) + 1)
+    if not holds then return false end
+    -- The only lease held: the lease section goes whole, totals and all (they are its holds), with no string surgery.
+    local only = pos == 1 and stop > #leases
     for name, amount in sgmatch(holds, ' ([^ =]+)=(%d+)') do
-      totals = addHeld(totals, name, -amount)
+      if not only then totals = addHeld(totals, name, -amount) end
       local named = false
       for j = 1, k do if limits[j].name == name then named = true break end end
       if not named then charge(name, amount + 0, now, m) end
     end
+    if only then return nil, nil, nil, nil, holds end
     leases = cut(leases, pos, stop)
     local first, last = ends(leases)
     return leases, totals, first, last, holds
