@@ -158,6 +158,7 @@ ${READ_ENTRIES_LUA}
   -- Where the lease a reserve, settle or extend names is in the lease text, if held: one search for its id.
   local leaseAt = id and leases and sfind(leases, '@' .. id .. ' ', 1, true)
   local value, fullAt, write                      -- what the call writes, and when the key expires
+  local section                                   -- the lease section written, when a reserve wrote it whole
   if (op == SETTLE or op == EXTEND) and not leaseAt or op == RESERVE and leaseAt then
     -- One answer and nothing changed: a settle or extend of a lease not held gets 0; a reserve of an id held already
     -- 2^53 per limit, which no outcome is.
@@ -257,9 +258,11 @@ ${READ_ENTRIES_LUA}
         holds = holds .. limit.hold
         limit.p = limit.p + limit.cost
       end
-      local lease = '@' .. id .. ' ' .. sformat('%d', e) .. holds
+      local text = sformat('%d', e)               -- formatted once: the only lease's header repeats it twice
+      local lease = '@' .. id .. ' ' .. text .. holds
       if not leases then
         leases, first, last, totals = lease, e, e, holds
+        section = '@ ' .. text .. ' ' .. text .. holds .. ', ' .. lease
       else
         rare = rare or rarePaths(en, eu, et, es, refilled)
         for j = 1, k do totals = rare.addHeld(totals, limits[j].name, limits[j].cost) end
@@ -349,7 +352,7 @@ ${READ_ENTRIES_LUA}
   end
   if write and leases then
     -- The leases after the buckets: their header, then the leases in order of expiry.
-    local section = '@ ' .. sformat('%d %d', first, last) .. totals .. ', ' .. leases
+    section = section or '@ ' .. sformat('%d %d', first, last) .. totals .. ', ' .. leases
     if value then value = value .. ', ' .. section else value = section end
     if not fullAt or last > fullAt then fullAt = last end
   end
