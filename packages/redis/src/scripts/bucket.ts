@@ -258,18 +258,33 @@ local function rarePaths(en, eu, et, es, refilled)
     -- tens of instructions, a plain find's far fewer.
     local holds, stop = smatch(leases, '^%d+( [^,]+)()', sfind(leases, ' ', pos, true) + 1)
     if not holds then return false end
+    -- Whether the call names every limit the lease holds (as a settle by the plan that reserved it does): then no hold
+    -- need be read one by one, which costs thousands of instructions. A limit's hold (' <name>=<amount>') runs to the
+    -- next space, and the call's names are distinct, so the holds they find cover the text only if they are all of it.
+    local covered, size = 0, #holds
+    for j = 1, k do
+      local limit = limits[j]
+      local s, e = sfind(holds, limit.key, 1, true)
+      limit.settled = s ~= nil
+      if s then covered = covered + (sfind(holds, ' ', e, true) or size + 1) - s end
+    end
+    local named = covered == size
     -- The only lease held: the lease section goes whole, totals and all (they are its holds), with no string surgery.
     local only = pos == 1 and stop > #leases
-    for name, amount in sgmatch(holds, ' ([^ =]+)=(%d+)') do
-      if not only then totals = addHeld(totals, name, -amount) end
-      local named = false
-      for j = 1, k do if limits[j].name == name then named = true break end end
-      if not named then charge(name, amount + 0, now, m) end
+    if not (named and only) then
+      for name, amount in sgmatch(holds, ' ([^ =]+)=(%d+)') do
+        if not only then totals = addHeld(totals, name, -amount) end
+        if not named then
+          local found = false
+          for j = 1, k do if limits[j].name == name then found = true break end end
+          if not found then charge(name, amount + 0, now, m) end
+        end
+      end
     end
-    if only then return nil, nil, nil, nil, holds end
+    if only then return nil, nil, nil, nil end
     leases = cut(leases, pos, stop)
     local first, last = ends(leases)
-    return leases, totals, first, last, holds
+    return leases, totals, first, last
   end
 
   -- The lease text with the lease at pos held until e instead, in its place for that instant; then its first and last

@@ -187,11 +187,14 @@ ${READ_ENTRIES_LUA}
     end
     write = true
   else
-    local holds                                   -- a settle's: what its lease holds, ' <name>=<amount> ...'
     if op == SETTLE then
+      -- Which limits the lease held, release marks (limit.settled).
       rare = rare or rarePaths(en, eu, et, es, refilled)
-      leases, totals, first, last, holds = rare.release(leases, leaseAt, totals, now, m, limits, k)
-      if leases == false then m, leases, totals, first, last, holds = 0, nil, nil, nil, nil, '' end
+      leases, totals, first, last = rare.release(leases, leaseAt, totals, now, m, limits, k)
+      if leases == false then
+        m, leases, totals, first, last = 0, nil, nil, nil, nil
+        for j = 1, k do limits[j].settled = false end
+      end
       o = o + 1
       reply[o] = 1
     end
@@ -235,7 +238,7 @@ ${READ_ENTRIES_LUA}
         -- A bucket the lease held is charged the actual (the call's cost), but no deeper than core's debtFloor (minus
         -- the capacity, and above -2^52) below what the other leases set aside; a concurrency limit's slot is freed by
         -- the lease leaving; a limit the lease did not hold is left as it was.
-        local settled = not limit.slots and sfind(holds, limit.key, 1, true) ~= nil
+        local settled = not limit.slots and limit.settled
         if settled then
           local floorUnits = -full
           if full >= DEBT_OFFSET then floorUnits = 1 - DEBT_OFFSET end
