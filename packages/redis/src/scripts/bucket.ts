@@ -20,7 +20,7 @@ import { MAX_UPDATED_AT } from '../value.js';
  */
 export const BUCKET_LUA: string = `
 local floor, ceil = math.floor, math.ceil
-local sformat, smatch, ssub, sfind, sbyte = string.format, string.match, string.sub, string.find, string.byte
+local sformat, smatch, ssub, sfind = string.format, string.match, string.sub, string.find
 local spack, sunpack = struct.pack, struct.unpack  -- not 'unpack': that name is Lua's own
 local MAX_UPDATED_AT = ${MAX_UPDATED_AT}
 local DEBT_OFFSET = ${DEBT_OFFSET}
@@ -324,8 +324,8 @@ if raw then
   while true do
     local name, a, b, s, e = smatch(raw, '^([^ @]+) (%-?%d+) (%d+) ([^,]+)()', at)
     if not name then
-      local f, l, t, rest
-      if sbyte(raw, at) == 64 then f, l, t, rest = smatch(raw, '^@ (%d+) (%d+)( [^,]+), (@.+)$', at) end  -- '@'
+      -- The header, if there is one (a pattern that starts with '@' fails at once on anything else).
+      local f, l, t, rest = smatch(raw, '^@ (%d+) (%d+)( [^,]+), (@.+)$', at)
       if f then first, last, totals, leases = f + 0, l + 0, t, rest else m = 0 end
       break
     end

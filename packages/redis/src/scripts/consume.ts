@@ -22,7 +22,8 @@ import { type LuaScript, luaScript } from './lua-script.js';
  * the batch, else 0; then the calls (packCall): per call k and op (op 0 consume, 1 reserve, 2 settle, 3 extend,
  * 4 peek), then for each of its k limits its name, its shape's text ('<capacity>/<unitsPerMs>/<unitsPerToken>', as the
  * value holds it) and capacity, unitsPerMs, unitsPerToken, cost (for a settle, the actual tokens) and a quota's
- * periodEnd (0 for any other limit), then for ops 1 to 3 the lease id and for ops 1 and 3 its ms. A call of k 0 names
+ * periodEnd (0 for any other limit), then for ops 1 and 3 the lease's ms and for ops 1 to 3 its id, written as the
+ * lease text starts it ('@<id> ': the script searches for it and writes it as it came). A call of k 0 names
  * the limits and costs of the call before it (a batch of reserves or settles of one plan sends them once); when every
  * call of the batch is the same, that list comes once for all.
  * Reply: one string of little-endian doubles: Redis TIME in ms, then the Outcome of each limit of each call (one
@@ -51,8 +52,9 @@ local clock, lastWaited, repeats = sunpack('<ddd', packed)
 if lastWaited >= 0 and redisNow > lastWaited then return spack('<d', redisNow) end
 local now, redisClock = clock, clock < 0
 if redisClock then now = redisNow end
--- What a call does, its op: CONSUME and PEEK carry no lease; RESERVE a lease id and its ms; SETTLE a lease id, the
--- actual tokens in each limit's cost; EXTEND a lease id and how long from now it is held.
+-- What a call does, its op: CONSUME and PEEK carry no lease; RESERVE a lease's ms and id; SETTLE a lease id, the
+-- actual tokens in each limit's cost; EXTEND how long from now a lease is held, and its id. An id comes as '@<id> ',
+-- the start of the lease's text.
 local CONSUME, RESERVE, SETTLE, EXTEND, PEEK = 0, 1, 2, 3, 4
 ${keys}
 local n = #keys
@@ -139,8 +141,9 @@ for i = 1, n do
       end
       limits[j] = limit
     end
-    if op ~= CONSUME and op ~= PEEK then id, pos = sunpack('<s', packed, pos) end
-    if op == RESERVE or op == EXTEND then ms, pos = sunpack('<d', packed, pos) end
+    -- One unpack for a lease's ms and id: each call of a string function costs hundreds of instructions.
+    if op == RESERVE or op == EXTEND then ms, id, pos = sunpack('<ds', packed, pos)
+    elseif op == SETTLE then id, pos = sunpack('<s', packed, pos) end
     shared = i == 1 and pos > #packed
   end
   local key = keys[i]
@@ -156,7 +159,7 @@ ${READ_ENTRIES_LUA}
     if not leases then last = nil end
   end
   -- Where the lease a reserve, settle or extend names is in the lease text, if held: one search for its id.
-  local leaseAt = id and leases and sfind(leases, '@' .. id .. ' ', 1, true)
+  local leaseAt = id and leases and sfind(leases, id, 1, true)
   local value, fullAt, write                      -- what the call writes, and when the key expires
   local section                                   -- the lease section written, when a reserve wrote it whole
   if (op == SETTLE or op == EXTEND) and not leaseAt or op == RESERVE and leaseAt then
@@ -262,7 +265,7 @@ ${READ_ENTRIES_LUA}
         limit.p = limit.p + limit.cost
       end
       local text = sformat('%d', e)               -- formatted once: the only lease's header repeats it twice
-      local lease = '@' .. id .. ' ' .. text .. holds
+      local lease = id .. text .. holds
       if not leases then
         leases, first, last, totals = lease, e, e, holds
         section = '@ ' .. text .. ' ' .. text .. holds .. ', ' .. lease
@@ -453,7 +456,7 @@ function shapeText(limit: Limit): string {
 export function packedSize(limits: readonly Limit[], id?: string, ms?: number, repeated = false): number {
   let size = 16;
   if (!repeated) for (const limit of limits) size += limit.name.length + 1 + shapeText(limit).length + 1 + 40;
-  if (id !== undefined) size += id.length + 1;
+  if (id !== undefined) size += id.length + 3 + 1;
   if (ms !== undefined) size += 8;
   return size;
 }
@@ -462,8 +465,9 @@ export function packedSize(limits: readonly Limit[], id?: string, ms?: number, r
  * Writes one call at `offset` as the scripts read it: k and op, then each limit's name (zero-terminated; a name is
  * ASCII, see core's limits.ts), its shape's text (zero-terminated) and capacity, unitsPerMs, unitsPerToken, cost
  * (costAt: one number for every limit, or one per limit) and a quota's periodEnd (0 for any other limit); or, for a
- * call `repeated` that names the limits and costs of the call before it, k 0 and none of them; then for a reserve, settle or extend the lease id (ASCII) and for a reserve or extend `ms`, the
- * numbers little-endian doubles (exact for integers below 2^53). Returns the offset after them.
+ * call `repeated` that names the limits and costs of the call before it, k 0 and none of them; then for a reserve or
+ * extend `ms`, and for a reserve, settle or extend the lease id (ASCII) as the lease's text starts it, '@<id> '
+ * (zero-terminated); the numbers little-endian doubles (exact for integers below 2^53). Returns the offset after them.
  */
 export function packCall(
   buffer: Buffer,
@@ -490,8 +494,7 @@ export function packCall(
     at = buffer.writeDoubleLE(limit.periodEnd ?? 0, at);
   }
   if (id === undefined) return at;
-  at += buffer.write(id, at, 'latin1');
-  at = buffer.writeUInt8(0, at);
   if (ms !== undefined) at = buffer.writeDoubleLE(ms, at);
-  return at;
+  at += buffer.write(`@${id} `, at, 'latin1');
+  return buffer.writeUInt8(0, at);
 }
