@@ -251,12 +251,12 @@ local function rarePaths(en, eu, et, es, refilled)
 
   -- Lets go of the lease at pos of the lease text for a settle at now of limits 1..k: what it holds leaves the totals,
   -- and a bucket it holds that the call does not name is charged what it set aside (entries 1..m). Returns the leases,
-  -- totals, first and last expiry left, and the lease's holds (' <name>=<amount> ...'); false for a lease ratecard
-  -- would not write.
-  function rare.release(leases, pos, totals, now, m, limits, k)
-    -- The caller found '@<id> ' at pos, so the pattern starts at the expiry: each character a pattern walks costs Lua
-    -- tens of instructions, a plain find's far fewer.
-    local holds, stop = smatch(leases, '^%d+( [^,]+)()', sfind(leases, ' ', pos, true) + 1)
+  -- totals, first and last expiry left, and marks the limits of the call the lease holds (limit.settled); false for a
+  -- lease ratecard would not write.
+  function rare.release(leases, pos, id, totals, now, m, limits, k)
+    -- The caller found id ('@<id> ') at pos, so the pattern starts at the expiry: each character a pattern walks costs
+    -- Lua tens of instructions.
+    local holds, stop = smatch(leases, '^%d+( [^,]+)()', pos + #id)
     if not holds then return false end
     -- Whether the call names every limit the lease holds (as a settle by the plan that reserved it does): then no hold
     -- need be read one by one, which costs thousands of instructions. A limit's hold (' <name>=<amount>') runs to the

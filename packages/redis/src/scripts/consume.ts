@@ -193,7 +193,7 @@ ${READ_ENTRIES_LUA}
     if op == SETTLE then
       -- Which limits the lease held, release marks (limit.settled).
       rare = rare or rarePaths(en, eu, et, es, refilled)
-      leases, totals, first, last = rare.release(leases, leaseAt, totals, now, m, limits, k)
+      leases, totals, first, last = rare.release(leases, leaseAt, id, totals, now, m, limits, k)
       if leases == false then
         m, leases, totals, first, last = 0, nil, nil, nil, nil
         for j = 1, k do limits[j].settled = false end
@@ -257,19 +257,20 @@ ${READ_ENTRIES_LUA}
     end
     if admit and op == RESERVE then
       -- The lease, held with the call's costs from now on, in its place among the others by expiry.
-      local e, holds = now + ms, ''
+      local e, holds = now + ms, nil
       for j = 1, k do
         local limit = limits[j]
         if not limit.hold then limit.hold = limit.key .. sformat('%d', limit.cost) end
-        holds = holds .. limit.hold
+        if holds then holds = holds .. limit.hold else holds = limit.hold end   -- one limit's: no string made
         limit.p = limit.p + limit.cost
       end
       local text = sformat('%d', e)               -- formatted once: the only lease's header repeats it twice
-      local lease = id .. text .. holds
       if not leases then
-        leases, first, last, totals = lease, e, e, holds
-        section = '@ ' .. text .. ' ' .. text .. holds .. ', ' .. lease
+        -- The key's only lease: its section made whole, in one string.
+        first, last, totals = e, e, holds
+        section = '@ ' .. text .. ' ' .. text .. holds .. ', ' .. id .. text .. holds
       else
+        local lease = id .. text .. holds
         rare = rare or rarePaths(en, eu, et, es, refilled)
         for j = 1, k do totals = rare.addHeld(totals, limits[j].name, limits[j].cost) end
         if e >= last then leases, last = leases .. ', ' .. lease, e else leases = rare.insert(leases, lease, e) end
@@ -356,7 +357,7 @@ ${READ_ENTRIES_LUA}
       write = true
     end
   end
-  if write and leases then
+  if write and (section or leases) then
     -- The leases after the buckets: their header, then the leases in order of expiry.
     section = section or '@ ' .. sformat('%d %d', first, last) .. totals .. ', ' .. leases
     if value then value = value .. ', ' .. section else value = section end
