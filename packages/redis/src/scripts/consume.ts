@@ -19,11 +19,12 @@ import { type LuaScript, luaScript } from './lua-script.js';
  * header (packHeader) of now in ms (-1 for Redis TIME), the last ms by Redis TIME at which anyone still waits for the
  * batch (-1 when the store cannot tell yet: a run that starts later, because the batch waited in a paused or hung
  * server or a client sent it again after reconnecting, charges nothing) and 1 when a key may appear more than once in
- * the batch, else 0; then the calls (packCall): per call k and op (op 0 consume, 1 reserve, 2 settle, 3 extend,
- * 4 peek), then for each of its k limits its name, its shape's text ('<capacity>/<unitsPerMs>/<unitsPerToken>', as the
- * value holds it) and capacity, unitsPerMs, unitsPerToken, cost (for a settle, the actual tokens) and a quota's
- * periodEnd (0 for any other limit), then for ops 1 and 3 the lease's ms and for ops 1 to 3 its id, written as the
- * lease text starts it ('@<id> ': the script searches for it and writes it as it came). A call of k 0 names
+ * the batch, else 0; then the calls (packCall): per call k, op (op 0 consume, 1 reserve, 2 settle, 3 extend,
+ * 4 peek), the lease's ms (ops 1 and 3; else 0) and its id (ops 1 to 3; else empty), written as the lease text starts
+ * it ('@<id> ': the script searches for it and writes it as it came), all four read with one unpack; then for each of
+ * its k limits its name, its shape's text ('<capacity>/<unitsPerMs>/<unitsPerToken>', as the value holds it) and
+ * capacity, unitsPerMs, unitsPerToken, cost (for a settle, the actual tokens) and a quota's periodEnd (0 for any other
+ * limit). A call of k 0 names
  * the limits and costs of the call before it (a batch of reserves or settles of one plan sends them once); when every
  * call of the batch is the same, that list comes once for all.
  * Reply: one string of little-endian doubles: Redis TIME in ms, then the Outcome of each limit of each call (one
@@ -65,7 +66,7 @@ local values                                      -- each key's value, read befo
 -- to the general path below with the value already read. The refill and take are the general path's functions.
 local k, op = sunpack('<dd', packed, 25)
 if n == 1 and k == 1 and op == CONSUME then
-  local nm, shape, c, r, u, cost, pe, stop = sunpack('<ssddddd', packed, 41)
+  local nm, shape, c, r, u, cost, pe, stop = sunpack('<ssddddd', packed, 50)  -- after ms 0 and the empty id
   if r ~= 0 and pe == 0 and stop > #packed then
     local key, full, need = keys[1], c * u, cost * u
     local raw = redis.call('GET', key)
@@ -116,8 +117,9 @@ k = 0
 for i = 1, n do
   if not shared then
     local count
-    count, op, pos = sunpack('<dd', packed, pos)
-    id, ms = nil, nil
+    -- One unpack for k, op and a lease's ms and id: each call of a string function costs hundreds of instructions.
+    count, op, ms, id, pos = sunpack('<ddds', packed, pos)
+    if id == '' then id = nil end                 -- a call without a lease
     if count > 0 then k = count end               -- 0: the limits and costs of the call before
     if k < 1 then return redis.error_reply('ratecard: a call without buckets') end
     for j = 1, count do
@@ -141,9 +143,6 @@ for i = 1, n do
       end
       limits[j] = limit
     end
-    -- One unpack for a lease's ms and id: each call of a string function costs hundreds of instructions.
-    if op == RESERVE or op == EXTEND then ms, id, pos = sunpack('<ds', packed, pos)
-    elseif op == SETTLE then id, pos = sunpack('<s', packed, pos) end
     shared = i == 1 and pos > #packed
   end
   local key = keys[i]
@@ -451,24 +450,24 @@ function shapeText(limit: Limit): string {
 }
 
 /**
- * The bytes packCall writes for one call of these limits, with a lease id and ms as it is given them; only its 16
- * bytes of k and op and the lease's for a call that repeats the limits and costs of the call before.
+ * The bytes packCall writes for one call of these limits, with a lease id if it is given one; only its k, op, ms
+ * and id for a call that repeats the limits and costs of the call before.
  */
-export function packedSize(limits: readonly Limit[], id?: string, ms?: number, repeated = false): number {
-  let size = 16;
+export function packedSize(limits: readonly Limit[], id?: string, repeated = false): number {
+  let size = 24 + 1;
   if (!repeated) for (const limit of limits) size += limit.name.length + 1 + shapeText(limit).length + 1 + 40;
-  if (id !== undefined) size += id.length + 3 + 1;
-  if (ms !== undefined) size += 8;
+  if (id !== undefined) size += id.length + 2;
   return size;
 }
 
 /**
- * Writes one call at `offset` as the scripts read it: k and op, then each limit's name (zero-terminated; a name is
- * ASCII, see core's limits.ts), its shape's text (zero-terminated) and capacity, unitsPerMs, unitsPerToken, cost
- * (costAt: one number for every limit, or one per limit) and a quota's periodEnd (0 for any other limit); or, for a
- * call `repeated` that names the limits and costs of the call before it, k 0 and none of them; then for a reserve or
- * extend `ms`, and for a reserve, settle or extend the lease id (ASCII) as the lease's text starts it, '@<id> '
- * (zero-terminated); the numbers little-endian doubles (exact for integers below 2^53). Returns the offset after them.
+ * Writes one call at `offset` as the scripts read it: k, op, a reserve's or extend's `ms` (else 0) and a reserve's,
+ * settle's or extend's lease id (ASCII) as the lease's text starts it, '@<id> ' (else empty; zero-terminated); then
+ * each limit's name (zero-terminated; a name is ASCII, see core's limits.ts), its shape's text (zero-terminated) and
+ * capacity, unitsPerMs, unitsPerToken, cost (costAt: one number for every limit, or one per limit) and a quota's
+ * periodEnd (0 for any other limit); or, for a call `repeated` that names the limits and costs of the call before it,
+ * k 0 and none of them. The numbers are little-endian doubles (exact for integers below 2^53). Returns the offset
+ * after them.
  */
 export function packCall(
   buffer: Buffer,
@@ -482,6 +481,9 @@ export function packCall(
 ): number {
   let at = buffer.writeDoubleLE(repeated ? 0 : limits.length, offset);
   at = buffer.writeDoubleLE(op, at);
+  at = buffer.writeDoubleLE(ms ?? 0, at);
+  if (id !== undefined) at += buffer.write(`@${id} `, at, 'latin1');
+  at = buffer.writeUInt8(0, at);
   for (let j = 0; !repeated && j < limits.length; j++) {
     const limit = limits[j] as Limit;
     at += buffer.write(limit.name, at, 'latin1');
@@ -494,8 +496,5 @@ export function packCall(
     at = buffer.writeDoubleLE(costAt(cost, j), at);
     at = buffer.writeDoubleLE(limit.periodEnd ?? 0, at);
   }
-  if (id === undefined) return at;
-  if (ms !== undefined) at = buffer.writeDoubleLE(ms, at);
-  at += buffer.write(`@${id} `, at, 'latin1');
-  return buffer.writeUInt8(0, at);
+  return at;
 }
