@@ -1019,8 +1019,7 @@ function repeatsCallBefore(batch: CallBatch, i: number): boolean {
 function packedCallSize(batch: CallBatch, i: number, repeated: boolean): number {
   const op = batch.ops[i] as Op;
   const limits = batch.limits[i] as readonly Limit[];
-  if (op === Op.consume) return packedSize(limits, undefined, undefined, repeated);
-  return packedSize(limits, batch.leaseIds[i], op === Op.settle ? undefined : batch.leaseMs[i], repeated);
+  return packedSize(limits, op === Op.consume ? undefined : batch.leaseIds[i], repeated);
 }
 
 /** Packs call `i` of a batch at `offset`; returns the offset after it. */

@@ -20,7 +20,7 @@ import { MAX_UPDATED_AT } from '../value.js';
  */
 export const BUCKET_LUA: string = `
 local floor, ceil = math.floor, math.ceil
-local sformat, smatch, ssub, sfind, sbyte = string.format, string.match, string.sub, string.find, string.byte
+local sformat, smatch, ssub, sfind = string.format, string.match, string.sub, string.find
 local spack, sunpack = struct.pack, struct.unpack  -- not 'unpack': that name is Lua's own
 local MAX_UPDATED_AT = ${MAX_UPDATED_AT}
 local DEBT_OFFSET = ${DEBT_OFFSET}
@@ -251,20 +251,40 @@ local function rarePaths(en, eu, et, es, refilled)
 
   -- Lets go of the lease at pos of the lease text for a settle at now of limits 1..k: what it holds leaves the totals,
   -- and a bucket it holds that the call does not name is charged what it set aside (entries 1..m). Returns the leases,
-  -- totals, first and last expiry left, and the lease's holds (' <name>=<amount> ...'); false for a lease ratecard
-  -- would not write.
-  function rare.release(leases, pos, totals, now, m, limits, k)
-    local e, holds, stop = smatch(leases, '^@[^ ,]+ (%d+)( [^,]+)()', pos)
-    if not e then return false end
-    for name, amount in sgmatch(holds, ' ([^ =]+)=(%d+)') do
-      totals = addHeld(totals, name, -amount)
-      local named = false
-      for j = 1, k do if limits[j].name == name then named = true break end end
-      if not named then charge(name, amount + 0, now, m) end
+  -- totals, first and last expiry left, and marks the limits of the call the lease holds (limit.settled); false for a
+  -- lease ratecard would not write.
+  function rare.release(leases, pos, id, totals, now, m, limits, k)
+    -- The caller found id ('@<id> ') at pos, so the pattern starts at the expiry: each character a pattern walks costs
+    -- Lua tens of instructions.
+    local holds, stop = smatch(leases, '^%d+( [^,]+)()', pos + #id)
+    if not holds then return false end
+    -- Whether the call names every limit the lease holds (as a settle by the plan that reserved it does): then no hold
+    -- need be read one by one, which costs thousands of instructions. A limit's hold (' <name>=<amount>') runs to the
+    -- next space, and the call's names are distinct, so the holds they find cover the text only if they are all of it.
+    local covered, size = 0, #holds
+    for j = 1, k do
+      local limit = limits[j]
+      local s, e = sfind(holds, limit.key, 1, true)
+      limit.settled = s ~= nil
+      if s then covered = covered + (sfind(holds, ' ', e, true) or size + 1) - s end
     end
+    local named = covered == size
+    -- The only lease held: the lease section goes whole, totals and all (they are its holds), with no string surgery.
+    local only = pos == 1 and stop > #leases
+    if not (named and only) then
+      for name, amount in sgmatch(holds, ' ([^ =]+)=(%d+)') do
+        if not only then totals = addHeld(totals, name, -amount) end
+        if not named then
+          local found = false
+          for j = 1, k do if limits[j].name == name then found = true break end end
+          if not found then charge(name, amount + 0, now, m) end
+        end
+      end
+    end
+    if only then return nil, nil, nil, nil end
     leases = cut(leases, pos, stop)
     local first, last = ends(leases)
-    return leases, totals, first, last, holds
+    return leases, totals, first, last
   end
 
   -- The lease text with the lease at pos held until e instead, in its place for that instant; then its first and last
@@ -304,8 +324,8 @@ if raw then
   while true do
     local name, a, b, s, e = smatch(raw, '^([^ @]+) (%-?%d+) (%d+) ([^,]+)()', at)
     if not name then
-      local f, l, t, rest
-      if sbyte(raw, at) == 64 then f, l, t, rest = smatch(raw, '^@ (%d+) (%d+)( [^,]+), (@.+)$', at) end  -- '@'
+      -- The header, if there is one (a pattern that starts with '@' fails at once on anything else).
+      local f, l, t, rest = smatch(raw, '^@ (%d+) (%d+)( [^,]+), (@.+)$', at)
       if f then first, last, totals, leases = f + 0, l + 0, t, rest else m = 0 end
       break
     end

@@ -59,10 +59,12 @@ function straightLua(key: string, raw: string, name: string, shape: string, full
  * header (packHeader) of now in ms (-1 for Redis TIME), the last ms by Redis TIME at which anyone still waits for the
  * batch (-1 when the store cannot tell yet: a run that starts later, because the batch waited in a paused or hung
  * server or a client sent it again after reconnecting, charges nothing) and 1 when a key may appear more than once in
- * the batch, else 0; then the calls (packCall): per call k and op (op 0 consume, 1 reserve, 2 settle, 3 extend,
- * 4 peek), then for each of its k limits its name, its shape's text ('<capacity>/<unitsPerMs>/<unitsPerToken>', as the
- * value holds it) and capacity, unitsPerMs, unitsPerToken, cost (for a settle, the actual tokens) and a quota's
- * periodEnd (0 for any other limit), then for ops 1 to 3 the lease id and for ops 1 and 3 its ms. A call of k 0 names
+ * the batch, else 0; then the calls (packCall): per call k, op (op 0 consume, 1 reserve, 2 settle, 3 extend,
+ * 4 peek), the lease's ms (ops 1 and 3; else 0) and its id (ops 1 to 3; else empty), written as the lease text starts
+ * it ('@<id> ': the script searches for it and writes it as it came), all four read with one unpack; then for each of
+ * its k limits its name, its shape's text ('<capacity>/<unitsPerMs>/<unitsPerToken>', as the value holds it) and
+ * capacity, unitsPerMs, unitsPerToken, cost (for a settle, the actual tokens) and a quota's periodEnd (0 for any other
+ * limit). A call of k 0 names
  * the limits and costs of the call before it (a batch of reserves or settles of one plan sends them once); when every
  * call of the batch is the same, that list comes once for all.
  * Reply: one string of little-endian doubles: Redis TIME in ms, then the Outcome of each limit of each call (one
@@ -91,8 +93,9 @@ local clock, lastWaited, repeats = sunpack('<ddd', packed)
 if lastWaited >= 0 and redisNow > lastWaited then return spack('<d', redisNow) end
 local now, redisClock = clock, clock < 0
 if redisClock then now = redisNow end
--- What a call does, its op: CONSUME and PEEK carry no lease; RESERVE a lease id and its ms; SETTLE a lease id, the
--- actual tokens in each limit's cost; EXTEND a lease id and how long from now it is held.
+-- What a call does, its op: CONSUME and PEEK carry no lease; RESERVE a lease's ms and id; SETTLE a lease id, the
+-- actual tokens in each limit's cost; EXTEND how long from now a lease is held, and its id. An id comes as '@<id> ',
+-- the start of the lease's text.
 local CONSUME, RESERVE, SETTLE, EXTEND, PEEK = 0, 1, 2, 3, 4
 ${keys}
 local n = #keys
@@ -102,7 +105,7 @@ local values                                      -- each key's value, read befo
 -- path below decides it, with the value already read.
 local k, op = sunpack('<dd', packed, 25)
 if n == 1 and k == 1 and op == CONSUME then
-  local nm, shape, c, r, u, cost, pe, stop = sunpack('<ssddddd', packed, 41)
+  local nm, shape, c, r, u, cost, pe, stop = sunpack('<ssddddd', packed, 50)  -- after ms 0 and the empty id
   if r ~= 0 and pe == 0 and stop > #packed then
     local key, full, need = keys[1], c * u, cost * u
     local raw = redis.call('GET', key)
@@ -134,8 +137,9 @@ k = 0
 for i = 1, n do
   if not shared then
     local count
-    count, op, pos = sunpack('<dd', packed, pos)
-    id, ms = nil, nil
+    -- One unpack for k, op and a lease's ms and id: each call of a string function costs hundreds of instructions.
+    count, op, ms, id, pos = sunpack('<ddds', packed, pos)
+    if id == '' then id = nil end                 -- a call without a lease
     if count > 0 then k = count end               -- 0: the limits and costs of the call before
     if k < 1 then return redis.error_reply('ratecard: a call without buckets') end
     for j = 1, count do
@@ -159,8 +163,6 @@ for i = 1, n do
       end
       limits[j] = limit
     end
-    if op ~= CONSUME and op ~= PEEK then id, pos = sunpack('<s', packed, pos) end
-    if op == RESERVE or op == EXTEND then ms, pos = sunpack('<d', packed, pos) end
     shared = i == 1 and pos > #packed
   end
   local key = keys[i]
@@ -191,8 +193,9 @@ ${READ_ENTRIES_LUA}
     if not leases then last = nil end
   end
   -- Where the lease a reserve, settle or extend names is in the lease text, if held: one search for its id.
-  local leaseAt = id and leases and sfind(leases, '@' .. id .. ' ', 1, true)
+  local leaseAt = id and leases and sfind(leases, id, 1, true)
   local value, fullAt, write                      -- what the call writes, and when the key expires
+  local section                                   -- the lease section written, when a reserve wrote it whole
   if (op == SETTLE or op == EXTEND) and not leaseAt or op == RESERVE and leaseAt then
     -- One answer and nothing changed: a settle or extend of a lease not held gets 0; a reserve of an id held already
     -- 2^53 per limit, which no outcome is.
@@ -221,11 +224,14 @@ ${READ_ENTRIES_LUA}
     end
     write = true
   else
-    local holds                                   -- a settle's: what its lease holds, ' <name>=<amount> ...'
     if op == SETTLE then
+      -- Which limits the lease held, release marks (limit.settled).
       rare = rare or rarePaths(en, eu, et, es, refilled)
-      leases, totals, first, last, holds = rare.release(leases, leaseAt, totals, now, m, limits, k)
-      if leases == false then m, leases, totals, first, last, holds = 0, nil, nil, nil, nil, '' end
+      leases, totals, first, last = rare.release(leases, leaseAt, id, totals, now, m, limits, k)
+      if leases == false then
+        m, leases, totals, first, last = 0, nil, nil, nil, nil
+        for j = 1, k do limits[j].settled = false end
+      end
       o = o + 1
       reply[o] = 1
     end
@@ -269,7 +275,7 @@ ${READ_ENTRIES_LUA}
         -- A bucket the lease held is charged the actual (the call's cost), but no deeper than core's debtFloor (minus
         -- the capacity, and above -2^52) below what the other leases set aside; a concurrency limit's slot is freed by
         -- the lease leaving; a limit the lease did not hold is left as it was.
-        local settled = not limit.slots and sfind(holds, limit.key, 1, true) ~= nil
+        local settled = not limit.slots and limit.settled
         if settled then
           local floorUnits = -full
           if full >= DEBT_OFFSET then floorUnits = 1 - DEBT_OFFSET end
@@ -285,17 +291,20 @@ ${READ_ENTRIES_LUA}
     end
     if admit and op == RESERVE then
       -- The lease, held with the call's costs from now on, in its place among the others by expiry.
-      local e, holds = now + ms, ''
+      local e, holds = now + ms, nil
       for j = 1, k do
         local limit = limits[j]
         if not limit.hold then limit.hold = limit.key .. sformat('%d', limit.cost) end
-        holds = holds .. limit.hold
+        if holds then holds = holds .. limit.hold else holds = limit.hold end   -- one limit's: no string made
         limit.p = limit.p + limit.cost
       end
-      local lease = '@' .. id .. ' ' .. sformat('%d', e) .. holds
+      local text = sformat('%d', e)               -- formatted once: the only lease's header repeats it twice
       if not leases then
-        leases, first, last, totals = lease, e, e, holds
+        -- The key's only lease: its section made whole, in one string.
+        first, last, totals = e, e, holds
+        section = '@ ' .. text .. ' ' .. text .. holds .. ', ' .. id .. text .. holds
       else
+        local lease = id .. text .. holds
         rare = rare or rarePaths(en, eu, et, es, refilled)
         for j = 1, k do totals = rare.addHeld(totals, limits[j].name, limits[j].cost) end
         if e >= last then leases, last = leases .. ', ' .. lease, e else leases = rare.insert(leases, lease, e) end
@@ -382,9 +391,9 @@ ${READ_ENTRIES_LUA}
       write = true
     end
   end
-  if write and leases then
+  if write and (section or leases) then
     -- The leases after the buckets: their header, then the leases in order of expiry.
-    local section = '@ ' .. sformat('%d %d', first, last) .. totals .. ', ' .. leases
+    section = section or '@ ' .. sformat('%d %d', first, last) .. totals .. ', ' .. leases
     if value then value = value .. ', ' .. section else value = section end
     if not fullAt or last > fullAt then fullAt = last end
   end
@@ -477,23 +486,24 @@ function shapeText(limit: Limit): string {
 }
 
 /**
- * The bytes packCall writes for one call of these limits, with a lease id and ms as it is given them; only its 16
- * bytes of k and op and the lease's for a call that repeats the limits and costs of the call before.
+ * The bytes packCall writes for one call of these limits, with a lease id if it is given one; only its k, op, ms
+ * and id for a call that repeats the limits and costs of the call before.
  */
-export function packedSize(limits: readonly Limit[], id?: string, ms?: number, repeated = false): number {
-  let size = 16;
+export function packedSize(limits: readonly Limit[], id?: string, repeated = false): number {
+  let size = 24 + 1;
   if (!repeated) for (const limit of limits) size += limit.name.length + 1 + shapeText(limit).length + 1 + 40;
-  if (id !== undefined) size += id.length + 1;
-  if (ms !== undefined) size += 8;
+  if (id !== undefined) size += id.length + 2;
   return size;
 }
 
 /**
- * Writes one call at `offset` as the scripts read it: k and op, then each limit's name (zero-terminated; a name is
- * ASCII, see core's limits.ts), its shape's text (zero-terminated) and capacity, unitsPerMs, unitsPerToken, cost
- * (costAt: one number for every limit, or one per limit) and a quota's periodEnd (0 for any other limit); or, for a
- * call `repeated` that names the limits and costs of the call before it, k 0 and none of them; then for a reserve, settle or extend the lease id (ASCII) and for a reserve or extend `ms`, the
- * numbers little-endian doubles (exact for integers below 2^53). Returns the offset after them.
+ * Writes one call at `offset` as the scripts read it: k, op, a reserve's or extend's `ms` (else 0) and a reserve's,
+ * settle's or extend's lease id (ASCII) as the lease's text starts it, '@<id> ' (else empty; zero-terminated); then
+ * each limit's name (zero-terminated; a name is ASCII, see core's limits.ts), its shape's text (zero-terminated) and
+ * capacity, unitsPerMs, unitsPerToken, cost (costAt: one number for every limit, or one per limit) and a quota's
+ * periodEnd (0 for any other limit); or, for a call `repeated` that names the limits and costs of the call before it,
+ * k 0 and none of them. The numbers are little-endian doubles (exact for integers below 2^53). Returns the offset
+ * after them.
  */
 export function packCall(
   buffer: Buffer,
@@ -507,6 +517,9 @@ export function packCall(
 ): number {
   let at = buffer.writeDoubleLE(repeated ? 0 : limits.length, offset);
   at = buffer.writeDoubleLE(op, at);
+  at = buffer.writeDoubleLE(ms ?? 0, at);
+  if (id !== undefined) at += buffer.write(`@${id} `, at, 'latin1');
+  at = buffer.writeUInt8(0, at);
   for (let j = 0; !repeated && j < limits.length; j++) {
     const limit = limits[j] as Limit;
     at += buffer.write(limit.name, at, 'latin1');
@@ -519,9 +532,5 @@ export function packCall(
     at = buffer.writeDoubleLE(costAt(cost, j), at);
     at = buffer.writeDoubleLE(limit.periodEnd ?? 0, at);
   }
-  if (id === undefined) return at;
-  at += buffer.write(id, at, 'latin1');
-  at = buffer.writeUInt8(0, at);
-  if (ms !== undefined) at = buffer.writeDoubleLE(ms, at);
   return at;
 }

@@ -136,7 +136,7 @@ async function main(): Promise<void> {
       const ids = batch.map(() => `lease-${leaseCount++}`);
       // As the store packs a batch of one plan's reserves or settles: the limits with the first call only.
       const pack = (op: Op, ms?: number) => {
-        const sizes = ids.map((id, i) => packedSize(limits, id, ms, i > 0));
+        const sizes = ids.map((id, i) => packedSize(limits, id, i > 0));
         const numbers = Buffer.alloc(sizes.reduce((size, each) => size + each, HEADER_SIZE));
         ids.reduce((offset, id, i) => packCall(numbers, offset, limits, 1, op, id, ms, i > 0), HEADER_SIZE);
         return numbers;
