@@ -3,22 +3,99 @@ import { MAX_KEPT_ENTRIES } from '../value.js';
 import { BUCKET_LUA, RARE_LUA, READ_ENTRIES_LUA, REDIS_NOW_LUA } from './bucket.js';
 import { type LuaScript, luaScript } from './lua-script.js';
 
+/** The Lua expressions straightLua decides a call with. */
+interface StraightCall {
+  /** The call's key, and its value as read (false or nil for none). */
+  key: string;
+  raw: string;
+  /** The limit's name, its shape's text, its full bucket and cost in units, and its units per ms. */
+  name: string;
+  shape: string;
+  full: string;
+  need: string;
+  r: string;
+  /**
+   * For a call that may reserve or settle (a batch's): the limit's table, whose key (' <name>='), hold (made here:
+   * ' <name>=<cost>'), cost and u the lease text takes; the locals op, id ('@<id> ') and ms are the call's.
+   */
+  limit?: string;
+}
+
 /**
- * Lua statements deciding a consume of one token bucket straight through when its key holds that bucket alone, under
- * the call's shape, or nothing: refilled to now and charged by the shared refilled and take, then written (SET with
- * its expiry) when admitted. They set the locals `outcome` (nil when the key holds anything else: leases, another
- * limit's entry, another shape, a value ratecard would not write, for the general path to decide) and, refused,
- * `steady` (see the reply's flags). The names are those of the Lua expressions for the call's key, its value as read,
- * and its limit's name, shape text, full bucket in units, units per ms and cost in units. The lone call and each call
- * of a batch take them, each written out where it is used, so that neither pays for a function call.
+ * Lua statements deciding a call of one token bucket straight through when its key holds nothing but that bucket,
+ * under the call's shape, or nothing at all; for a settle, that bucket and the one lease the call settles, holding it
+ * alone. Refilled to now by the shared refilled, then:
+ *
+ * - a consume is charged by take, and written when admitted;
+ * - a reserve is admitted by take, and the bucket is written as read beside the key's one lease, which sets the cost
+ *   aside ('@ <e> <e> <name>=<cost>, @<id> <e> <name>=<cost>');
+ * - a settle charges the actual cost (no deeper than the debt floor) and writes the bucket alone, its lease gone.
+ *
+ * Each write is one SET with the key's expiry, as the general path makes it. The statements set the locals `outcome`
+ * (nil when the key holds anything else, for the general path to decide; a settle's is 1) and, refused, `steady` (see
+ * the reply's flags). The lone call and each call of a batch take them, written out where each is used, so that
+ * neither pays for a function call; the lone call is a consume, and its text has no lease branches.
  */
-function straightLua(key: string, raw: string, name: string, shape: string, full: string, r: string, need: string) {
+function straightLua(call: StraightCall): string {
+  const { key, raw, name, shape, full, need, r, limit } = call;
+  // One SET writes the value and its expiry (see the general path's write).
+  const set = `if redisClock then redis.call('SET', ${key}, value, 'PXAT', sformat('%d', fullAt))
+          else redis.call('SET', ${key}, value, 'PX', sformat('%d', fullAt - now + 1)) end`;
+  const settleRead =
+    limit === undefined
+      ? `alone = alone and e > #${raw}`
+      : `if alone and op == SETTLE then
+          -- The key's only lease is the one settled, holding this bucket alone, its header repeating its expiry and
+          -- holds; its expiry still to come.
+          local f, l, t, lease, x, h, stop = smatch(${raw}, '^, @ (%d+) (%d+)( [^ ,]+), (@[^ ,]+ )(%d+)( [^ ,]+)()', e)
+          alone = f and lease == id and l == f and x == f and h == t and stop > #${raw}
+            and sfind(t, ${limit}.key, 1, true) == 1 and f + 0 > now
+        else
+          alone = alone and e > #${raw}
+        end`;
+  const written =
+    limit === undefined
+      ? `else
+          local value = sformat('%s %d %d %s', ${name}, outcome, at, ${shape})
+          local fullAt = at + ceil((${full} - outcome) / ${r})
+          ${set}`
+      : `elseif op == CONSUME then
+          value = sformat('%s %d %d %s', ${name}, outcome, at, ${shape})
+          fullAt = at + ceil((${full} - outcome) / ${r})
+        else
+          -- Reserved: the bucket as read (nothing charged), then the key's one lease, its cost set aside until e.
+          local e = now + ms
+          local text = sformat('%d', e)
+          if not ${limit}.hold then ${limit}.hold = ${limit}.key .. sformat('%d', ${limit}.cost) end
+          local hold = ${limit}.hold
+          value = sformat('%s %d %d %s', ${name}, held, at, ${shape}) .. ', @ ' .. text .. ' ' .. text .. hold .. ', '
+            .. id .. text .. hold
+          -- Full again once the lease has expired, counting what it sets aside (docs/stores.md).
+          local from = at
+          if e > from then from = e end
+          fullAt = from + ceil((${full} - held + ${limit}.cost * ${limit}.u) / ${r})`;
+  const noLease = `elseif op == SETTLE then
+        alone = false                             -- no lease held: the general path answers 0`;
+  const settled =
+    limit === undefined
+      ? ''
+      : `if op == SETTLE then
+        -- Settled: the actual cost charged, no deeper than core's debtFloor; the lease, the key's only one, goes.
+        local floorUnits = -${full}
+        if ${full} >= DEBT_OFFSET then floorUnits = 1 - DEBT_OFFSET end
+        held = held - ${need}
+        if held < floorUnits then held = floorUnits end
+        outcome = 1
+        value = sformat('%s %d %d %s', ${name}, held, at, ${shape})
+        fullAt = at + ceil((${full} - held) / ${r})
+      else`;
   return `
     do
       local held, at, alone = ${full}, now, true     -- no value: a full bucket
       if ${raw} then
         local name, a, b, s, e = smatch(${raw}, '^([^ @]+) (%-?%d+) (%d+) ([^,]+)()')
-        alone = name == ${name} and s == ${shape} and e > #${raw}
+        alone = name == ${name} and s == ${shape}
+        ${settleRead}
         if alone then
           local su, st = a + 0, b + 0
           alone = st <= MAX_UPDATED_AT and su <= ${full} and su >= -${full}
@@ -27,18 +104,23 @@ function straightLua(key: string, raw: string, name: string, shape: string, full
             if st > now then at = st end          -- a clock gone backwards: counted from the stored time
           end
         end
+      ${limit === undefined ? '' : noLease}
       end
       if alone then
+        ${limit === undefined ? '' : 'local value, fullAt'}
+        ${settled}
         outcome = take(held, ${need})
         if outcome < 0 then
           steady = 0
           if at == now then steady = 1 end
-        else
-          local value = sformat('%s %d %d %s', ${name}, outcome, at, ${shape})
-          local fullAt = at + ceil((${full} - outcome) / ${r})
-          if redisClock then redis.call('SET', ${key}, value, 'PXAT', sformat('%d', fullAt))
-          else redis.call('SET', ${key}, value, 'PX', sformat('%d', fullAt - now + 1)) end
+        ${written}
         end
+        ${
+          limit === undefined
+            ? ''
+            : `end
+        if value then ${set} end`
+        }
       end
     end`;
 }
@@ -110,7 +192,7 @@ if n == 1 and k == 1 and op == CONSUME then
     local key, full, need = keys[1], c * u, cost * u
     local raw = redis.call('GET', key)
     local outcome, steady
-${straightLua('key', 'raw', 'nm', 'shape', 'full', 'r', 'need')}
+${straightLua({ key: 'key', raw: 'raw', name: 'nm', shape: 'shape', full: 'full', need: 'need', r: 'r' })}
     if outcome then
       if steady then return spack('<ddd', redisNow, outcome, steady) end
       return spack('<dd', redisNow, outcome)
@@ -168,12 +250,12 @@ for i = 1, n do
   local key = keys[i]
   local raw = values[i]                           -- false (RESP2) or nil (RESP3) for a missing key
   if written then raw = written[key] or raw end
-  -- A consume of one token bucket, decided straight through if it can be, as a lone call is: most calls of a batch.
+  -- A consume, reserve or settle of one token bucket, decided straight through if it can be: most calls of a batch.
   local limit = limits[1]
   local outcome, steady
-  if k == 1 and op == CONSUME and not written and not limit.slots and not limit.pe then
+  if k == 1 and op ~= EXTEND and op ~= PEEK and not written and not limit.slots and not limit.pe then
     local full, r, need = limit.full, limit.r, limit.need
-${straightLua('key', 'raw', 'limit.name', 'limit.shape', 'full', 'r', 'need')}
+${straightLua({ key: 'key', raw: 'raw', name: 'limit.name', shape: 'limit.shape', full: 'full', need: 'need', r: 'r', limit: 'limit' })}
   end
   if outcome then
     o = o + 1
