@@ -218,8 +218,11 @@ export class EndpointRules {
    * them, whatever their path), so a request carrying own limits is counted under the catch-all.
    */
   forEndpoint(endpoint: string): EndpointRule | undefined {
-    const exact = this.byKey.get(endpoint);
-    if (exact !== undefined) return exact;
+    return this.byKey.get(endpoint) ?? this.matchedRule(endpoint);
+  }
+
+  /** The rule for an endpoint string that is no rule's key: matched once, then kept (see matched). */
+  private matchedRule(endpoint: string): EndpointRule | undefined {
     // Read as a concrete path, `/*` would match a rule such as `ALL /:tenant` that the request did not match.
     if (endpoint === CATCH_ALL) return undefined;
     const known = this.matched.get(endpoint);
