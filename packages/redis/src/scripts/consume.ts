@@ -137,18 +137,17 @@ function straightLua(call: StraightCall): string {
  * settle or extend a lease, or peek (the outcomes, nothing written): docs/stores.md, "Leases". Every call first
  * expires the key's leases whose instant has come, in order of it; a key that holds none costs one search for '@'.
  *
- * KEYS: one per call. ARGV[1], the one argument, packed as little-endian doubles and zero-terminated strings: a
- * header (packHeader) of now in ms (-1 for Redis TIME), the last ms by Redis TIME at which anyone still waits for the
- * batch (-1 when the store cannot tell yet: a run that starts later, because the batch waited in a paused or hung
- * server or a client sent it again after reconnecting, charges nothing) and 1 when a key may appear more than once in
- * the batch, else 0; then the calls (packCall): per call k, op (op 0 consume, 1 reserve, 2 settle, 3 extend,
- * 4 peek), the lease's ms (ops 1 and 3; else 0) and its id (ops 1 to 3; else empty), written as the lease text starts
- * it ('@<id> ': the script searches for it and writes it as it came), all four read with one unpack; then for each of
- * its k limits its name, its shape's text ('<capacity>/<unitsPerMs>/<unitsPerToken>', as the value holds it) and
- * capacity, unitsPerMs, unitsPerToken, cost (for a settle, the actual tokens) and a quota's periodEnd (0 for any other
- * limit). A call of k 0 names
- * the limits and costs of the call before it (a batch of reserves or settles of one plan sends them once); when every
- * call of the batch is the same, that list comes once for all.
+ * KEYS: one per call. ARGV[1], the one argument, packed as little-endian doubles and zero-terminated strings: a header
+ * (packHeader) of now in ms (-1 for Redis TIME), the last ms by Redis TIME at which anyone still waits for the batch
+ * (-1 when the store cannot tell yet: a run that starts later, because the batch waited in a paused or hung server or a
+ * client sent it again after reconnecting, charges nothing) and 1 when a key may appear more than once in the batch,
+ * else 0; then the calls (packCall): per call k, op (op 0 consume, 1 reserve, 2 settle, 3 extend, 4 peek), the lease's
+ * ms (ops 1 and 3; else 0) and its id (ops 1 to 3; else empty), written as the lease text starts it ('@<id> ': the
+ * script searches for it and writes it as it came), all four read with one unpack; then for each of its k limits its
+ * name, its shape's text ('<capacity>/<unitsPerMs>/<unitsPerToken>', as the value holds it) and capacity, unitsPerMs,
+ * unitsPerToken, cost (for a settle, the actual tokens) and a quota's periodEnd (0 for any other limit). A call of k 0
+ * names the limits and costs of the call before it (a batch of reserves or settles of one plan sends them once); when
+ * every call of the batch is the same, that list comes once for all.
  * Reply: one string of little-endian doubles: Redis TIME in ms, then the Outcome of each limit of each call (one
  * number for a settle or extend: 1 when the lease was held, else 0; 2^53 for each limit of a reserve whose id is held
  * already), then one flag per limited outcome, in the same order: 1 when the bucket refills at the request's own shape
