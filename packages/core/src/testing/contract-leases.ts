@@ -74,6 +74,16 @@ export function leasesContract(test: ContractTest): void {
     assert.deepEqual(await store.consume(o, 'e', [tenPerMinute], 7, BUDGET), [2 * 6_000]);
   });
 
+  test('settles only the lease it names: an id the key does not hold changes nothing', async (store, _c, org) => {
+    const o = org('a');
+    assert.deepEqual(await store.consume(o, 'e', [tenPerMinute], [4], BUDGET, lease('a')), [6 * 6_000]);
+    assert.equal(await store.settle(o, 'e', [tenPerMinute], { id: 'b', actual: [1] }, BUDGET), false);
+    assert.equal(await store.settle(o, 'e', [tenPerMinute], { id: 'b', holdMs: 1_000 }, BUDGET), false);
+    assert.deepEqual(await store.peek(o, 'e', [tenPerMinute], 7), [-1 - 6 * 6_000]);
+    assert.equal(await store.settle(o, 'e', [tenPerMinute], { id: 'a', actual: [1] }, BUDGET), true);
+    assert.deepEqual(await store.peek(o, 'e', [tenPerMinute], 9), [0]);
+  });
+
   test('gives every reserved token back on a cancel', async (store, _c, org) => {
     const o = org('a');
     assert.deepEqual(await store.consume(o, 'e', [tenPerMinute], [4], BUDGET, lease('a')), [6 * 6_000]);

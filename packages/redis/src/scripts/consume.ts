@@ -38,6 +38,14 @@ interface StraightCall {
  */
 function straightLua(call: StraightCall): string {
   const { key, raw, name, shape, full, need, r, limit } = call;
+  // The bucket's entry holding `units`, only the numbers formatted (string.format runs sprintf for a %s as well); in a
+  // batch, at now, between the limit's head and tail (its now and shape, formatted once per run), as the general path
+  // writes it.
+  const formatted = (units: string) => `${name} .. sformat(' %d %d ', ${units}, at) .. ${shape}`;
+  const entry = (units: string) =>
+    limit === undefined
+      ? formatted(units)
+      : `(at == now and ${limit}.head .. sformat('%d', ${units}) .. ${limit}.tail or ${formatted(units)})`;
   // One SET writes the value and its expiry (see the general path's write).
   const set = `if redisClock then redis.call('SET', ${key}, value, 'PXAT', sformat('%d', fullAt))
           else redis.call('SET', ${key}, value, 'PX', sformat('%d', fullAt - now + 1)) end`;
@@ -46,21 +54,20 @@ function straightLua(call: StraightCall): string {
       ? `alone = alone and e > #${raw}`
       : `if alone and op == SETTLE then
           -- The key's only lease is the one settled, holding this bucket alone, its header repeating its expiry and
-          -- holds; its expiry still to come.
-          local f, l, t, lease, x, h, stop = smatch(${raw}, '^, @ (%d+) (%d+)( [^ ,]+), (@[^ ,]+ )(%d+)( [^ ,]+)()', e)
-          alone = f and lease == id and l == f and x == f and h == t and stop > #${raw}
-            and sfind(t, ${limit}.key, 1, true) == 1 and f + 0 > now
+          -- holds (matched as back-references: compared, not scanned again); its expiry still to come.
+          local f, t, lease = smatch(${raw}, '^, @ (%d+) %1( [^ ,]+), (@[^ ,]+ )%1%2$', e)
+          alone = f and lease == id and sfind(t, ${limit}.key, 1, true) == 1 and f + 0 > now
         else
           alone = alone and e > #${raw}
         end`;
   const written =
     limit === undefined
       ? `else
-          local value = sformat('%s %d %d %s', ${name}, outcome, at, ${shape})
+          local value = ${entry('outcome')}
           local fullAt = at + ceil((${full} - outcome) / ${r})
           ${set}`
       : `elseif op == CONSUME then
-          value = sformat('%s %d %d %s', ${name}, outcome, at, ${shape})
+          value = ${entry('outcome')}
           fullAt = at + ceil((${full} - outcome) / ${r})
         else
           -- Reserved: the bucket as read (nothing charged), then the key's one lease, its cost set aside until e.
@@ -68,7 +75,7 @@ function straightLua(call: StraightCall): string {
           local text = sformat('%d', e)
           if not ${limit}.hold then ${limit}.hold = ${limit}.key .. sformat('%d', ${limit}.cost) end
           local hold = ${limit}.hold
-          value = sformat('%s %d %d %s', ${name}, held, at, ${shape}) .. ', @ ' .. text .. ' ' .. text .. hold .. ', '
+          value = ${entry('held')} .. ', @ ' .. text .. ' ' .. text .. hold .. ', '
             .. id .. text .. hold
           -- Full again once the lease has expired, counting what it sets aside (docs/stores.md).
           local from = at
@@ -86,7 +93,7 @@ function straightLua(call: StraightCall): string {
         held = held - ${need}
         if held < floorUnits then held = floorUnits end
         outcome = 1
-        value = sformat('%s %d %d %s', ${name}, held, at, ${shape})
+        value = ${entry('held')}
         fullAt = at + ceil((${full} - held) / ${r})
       else`;
   return `
