@@ -106,6 +106,19 @@ export function limitsContract(test: ContractTest): void {
     assert.deepEqual(await store.consume(org('o'), 'e', [lookAlike], 1), [9 * 6_000]);
   });
 
+  test("reads a name character for character: '.' and '-' in it are no wildcards", async (store, _clock, org) => {
+    // Under the names a pattern of 'a.b' or 'x-y' would match ('.' any character, '-' a repeat), the same shape,
+    // emptied: the named limits' buckets are missing, so full. Two calls at once, as a store may batch them.
+    const shape = { capacity: 5, refill: 5, intervalMs: 1_000 };
+    const [o, p] = [org('o'), org('p')];
+    assert.deepEqual(await store.consume(o, 'e', [tokenBucket({ ...shape, name: 'axb' })], 5), [0]);
+    assert.deepEqual(await store.consume(p, 'e', [tokenBucket({ ...shape, name: 'y' })], 5), [0]);
+    const dotted = tokenBucket({ ...shape, name: 'a.b' });
+    const dashed = tokenBucket({ ...shape, name: 'x-y' });
+    const both = await Promise.all([store.consume(o, 'e', [dotted], 1), store.consume(p, 'e', [dashed], 1)]);
+    assert.deepEqual(both, [[800], [800]]);
+  });
+
   test('keeps the tokens of a limit changed under its name, capped at the new capacity', async (store, clock, org) => {
     const ten = perSecond(10); // U = 100
     const twenty = perSecond(20); // U = 50

@@ -20,7 +20,7 @@ import { MAX_UPDATED_AT } from '../value.js';
  */
 export const BUCKET_LUA: string = `
 local floor, ceil = math.floor, math.ceil
-local sformat, smatch, ssub, sfind = string.format, string.match, string.sub, string.find
+local sformat, smatch, ssub, sfind, sgsub = string.format, string.match, string.sub, string.find, string.gsub
 local spack, sunpack = struct.pack, struct.unpack  -- not 'unpack': that name is Lua's own
 local MAX_UPDATED_AT = ${MAX_UPDATED_AT}
 local DEBT_OFFSET = ${DEBT_OFFSET}
