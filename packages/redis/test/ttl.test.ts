@@ -99,6 +99,21 @@ describe.skipIf(REDIS_URL === null)('TTLs on a standalone server', () => {
     }
   });
 
+  it('are the ms until the last bucket of the key is full again, for a call of several limits', async () => {
+    const store = redisStore({ client, clock: 'client', now: () => T0 });
+    const org = uniqueOrg('several-ttl');
+    // Half of 10 per minute is full again in 30 s, half of 20 per hour in 15 minutes: in either order, the later.
+    for (const [endpoint, limits] of [
+      ['minute-first', [perMinute(10), perHour(20)]],
+      ['hour-first', [perHour(20), perMinute(10)]],
+    ] as const) {
+      await store.consume(org, endpoint, limits, 5);
+      const ttl = await client.pttl(endpointKey(org, endpoint));
+      expect(ttl).toBeLessThanOrEqual(900_000 + 1);
+      expect(ttl).toBeGreaterThan(900_000 - 1_000);
+    }
+  });
+
   it('move with every charge, and with a plan change', async () => {
     let now = T0;
     const store = redisStore({ client, clock: 'client', now: () => now });

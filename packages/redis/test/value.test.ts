@@ -402,6 +402,44 @@ describe.skipIf(REDIS_URL === null)('the endpoint value in Redis', () => {
     expect(await client.get(endpointKey(org, 'e'))).toBe(rpmValue(0, T0 + 6_000, 10));
   });
 
+  it('neither refills nor admits two limits when the clock steps back, and writes both at their stored times', async () => {
+    // 10 per minute (6 000 units a token) and 20 per hour (180 000), each key holding both entries in the call's order.
+    const hourly = tokenBucket({ capacity: 20, refill: 20, intervalMs: 3_600_000, name: '1h' });
+    const both = [TEN, hourly];
+    let now = T0;
+    const store = redisStore({ client, clock: 'client', now: () => now });
+    const org = uniqueOrg('two-back');
+    const key = endpointKey(org, 'e');
+    expect(await store.consume(org, 'e', both, 10)).toEqual([0, 10 * 180_000]);
+    now = T0 - 1_000;
+    // Refused by the minute bucket: counted from T0, neither refilled; a refusal writes nothing.
+    expect(await store.consume(org, 'e', both, 1)).toEqual([-1, -1 - 10 * 180_000]);
+    now = T0 + 6_000 - 1_000;
+    expect(await store.consume(org, 'e', both, 1)).toEqual([-1 - 5_000, -1 - (10 * 180_000 + 5_000)]);
+    // Admitted with the clock behind the hour bucket's time: each entry keeps its own updatedAt, the later of the two.
+    now = T0 + 6_000;
+    await client.set(key, `1m 0 ${T0} 10/1/6000, 1h 1800000 ${T0 + 60_000} 20/1/180000`, 'PX', 600_000);
+    expect(await store.consume(org, 'e', both, 1)).toEqual([0, 9 * 180_000]);
+    expect(await client.get(key)).toBe(`1m 0 ${T0 + 6_000} 10/1/6000, 1h 1620000 ${T0 + 60_000} 20/1/180000`);
+    now = T0 + 60_000 + 1_000;
+    expect(await store.consume(org, 'e', both, 1)).toEqual([49_000, 8 * 180_000 + 1_000]);
+  });
+
+  it.each([
+    ['joined by something else than a comma and a space', `1m 54000 ${T0} 10/1/6000; 1h 1800000 ${T0} 20/1/180000`],
+    ['a second entry holding more than its capacity', `1m 54000 ${T0} 10/1/6000, 1h 3600001 ${T0} 20/1/180000`],
+    ['a second entry deeper in debt than its capacity', `1m 54000 ${T0} 10/1/6000, 1h -3600001 ${T0} 20/1/180000`],
+  ])('reads a value of two entries ratecard would not write (%s) as full buckets', async (_label, value) => {
+    const hourly = tokenBucket({ capacity: 20, refill: 20, intervalMs: 3_600_000, name: '1h' });
+    const store = redisStore({ client, clock: 'client', now: () => T0 });
+    const org = uniqueOrg('foreign-two');
+    await client.set(endpointKey(org, 'e'), value, 'PX', 60_000);
+    // Joined wrongly, the whole value is nothing: both buckets full. An entry out of range is a full bucket; the other
+    // holds its 9 tokens.
+    const outcomes = value.includes(';') ? [9 * 6_000, 19 * 180_000] : [8 * 6_000, 19 * 180_000];
+    expect(await store.consume(org, 'e', [TEN, hourly], 1)).toEqual(outcomes);
+  });
+
   it('charges a bucket several times in one batch, each charge seeing the one before', async () => {
     const store = redisStore({ client, clock: 'client', now: () => T0 });
     const org = uniqueOrg('repeat');

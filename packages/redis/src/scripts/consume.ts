@@ -22,6 +22,22 @@ interface StraightCall {
   limit?: string;
 }
 
+/** Lua statements writing `value` to `key` with its expiry `fullAt` in one SET (see the general path's write). */
+function setLua(key: string): string {
+  return `if redisClock then redis.call('SET', ${key}, value, 'PXAT', sformat('%d', fullAt))
+          else redis.call('SET', ${key}, value, 'PX', sformat('%d', fullAt - now + 1)) end`;
+}
+
+/** Lua statements adding `entry`, full again at `f`, to the value written after what it holds (`value`, `fullAt`). */
+function joinLua(entry: string, f: string): string {
+  return `if value then
+          value = value .. ', ' .. ${entry}
+          if ${f} > fullAt then fullAt = ${f} end
+        else
+          value, fullAt = ${entry}, ${f}
+        end`;
+}
+
 /**
  * Lua statements deciding a call of one token bucket straight through when its key holds nothing but that bucket,
  * under the call's shape, or nothing at all; for a settle, that bucket and the one lease the call settles, holding it
@@ -64,9 +80,7 @@ function straightLua(call: StraightCall): string {
           local name, s
           ${general('name, a, b, s, e')}
         end`;
-  // One SET writes the value and its expiry (see the general path's write).
-  const set = `if redisClock then redis.call('SET', ${key}, value, 'PXAT', sformat('%d', fullAt))
-          else redis.call('SET', ${key}, value, 'PX', sformat('%d', fullAt - now + 1)) end`;
+  const set = setLua(key);
   const settleRead =
     limit === undefined
       ? `alone = alone and e > #${raw}`
@@ -232,8 +246,8 @@ local o = 1                                       -- outcomes in reply so far, a
 local flags                                       -- made at the first refusal
 -- The call's limits, in order: a table per limit with its numbers, its cost in units, its shape's text, the start
 -- ('<name> ') and end (' <now> <shape>') of an entry written at now under it, its key in the lease totals
--- (' <name>=') and what a lease of the call holds of it (' <name>=<cost>'), the pattern of its entry (for a call of it
--- alone, in a batch of several), and what the call read of its bucket.
+-- (' <name>=') and what a lease of the call holds of it (' <name>=<cost>'), the pattern of its entry (for a call of
+-- several limits, or of it alone in a batch of several calls), and what the call read of its bucket.
 local limits = {}
 local byBytes                                     -- calls after the first: each limit made once, by its packed bytes
 local shared = false                              -- every call has the limits and costs of the first, read once
@@ -266,9 +280,10 @@ for i = 1, n do
           held = 0, p = 0, at = 0, moved = false, found = 0, settled = false, outcome = 0}
         if bytes then byBytes[bytes] = limit end
       end
-      -- A call of one limit may be decided straight through: in a batch of several calls, its entry's pattern, the
-      -- name ('.' and '-' escaped: a name is [A-Za-z0-9._-]) and the shape as literals.
-      if count == 1 and n > 1 and not limit.entry then
+      -- A call of one limit in a batch of several calls, or a call of several limits, may be decided straight
+      -- through with its entries' patterns: the name ('.' and '-' escaped: a name is [A-Za-z0-9._-]) and the shape
+      -- as literals.
+      if (count > 1 or n > 1) and not limit.entry then
         limit.entry = '^' .. sgsub(limit.name, '[%.%-]', '%%%0') .. ' (%-?%d+) (%d+) ' .. limit.shape .. '()'
       end
       limits[j] = limit
@@ -280,10 +295,59 @@ for i = 1, n do
   if written then raw = written[key] or raw end
   -- A consume, reserve or settle of one token bucket, decided straight through if it can be: most calls of a batch.
   local limit = limits[1]
-  local outcome, steady
+  local outcome, steady, several
   if k == 1 and op ~= EXTEND and op ~= PEEK and not written and not limit.slots and not limit.pe then
     local full, r, need = limit.full, limit.r, limit.need
 ${straightLua({ key: 'key', raw: 'raw', name: 'limit.name', shape: 'limit.shape', full: 'full', need: 'need', r: 'r', limit: 'limit' })}
+  elseif k > 1 and op == CONSUME and not written then
+    -- A consume of several token buckets, decided straight through when its key holds their entries alone, in the
+    -- call's order and under its shapes, or nothing: each entry matched where the one before ends, refilled, taken;
+    -- then all or nothing, as the general path decides it (no lease, no other entry, no shape to convert).
+    local pos, admit = 1, true
+    several = true
+    for j = 1, k do
+      local limit = limits[j]
+      if limit.slots or limit.pe then several = false break end
+      local full, h, at = limit.full, limit.full, now
+      if raw then
+        local a, b, e = smatch(raw, limit.entry, pos)
+        if not a then several = false break end
+        if j < k then
+          if sfind(raw, ', ', e, true) ~= e then several = false break end
+          pos = e + 2
+        elseif e <= #raw then
+          several = false break
+        end
+        local su, st = a + 0, b + 0
+        if st > MAX_UPDATED_AT or su > full or su < -full then several = false break end
+        h = refilled(su, st, now, limit.r, full)
+        if st > now then at = st end              -- a clock gone backwards: counted from the stored time
+      end
+      limit.held, limit.at, limit.outcome = h, at, take(h, limit.need)
+      if limit.outcome < 0 then admit = false end
+    end
+    if several then
+      -- Admitted, each bucket's entry charged, in order, in one SET; refused, the outcomes and nothing written.
+      local value, fullAt
+      for j = 1, k do
+        local limit = limits[j]
+        local units, at = limit.outcome, limit.at
+        o = o + 1
+        if admit then
+          reply[o] = units
+          local entry
+          if at == now then entry = limit.head .. sformat('%d', units) .. limit.tail
+          else entry = limit.name .. sformat(' %d %d ', units, at) .. limit.shape end
+          local f = at + ceil((limit.full - units) / limit.r)
+          ${joinLua('entry', 'f')}
+        else
+          reply[o] = refusal(limit.held)
+          flags = flags or {}
+          if at == now then flags[#flags + 1] = 1 else flags[#flags + 1] = 0 end
+        end
+      end
+      if value then ${setLua('key')} end
+    end
   end
   if outcome then
     o = o + 1
@@ -292,7 +356,7 @@ ${straightLua({ key: 'key', raw: 'raw', name: 'limit.name', shape: 'limit.shape'
       flags = flags or {}
       flags[#flags + 1] = steady
     end
-  else
+  elseif not several then
 ${READ_ENTRIES_LUA}
   -- Leases whose instant has come expire first, in order of it, each keeping its charge: a call on a key whose first
   -- lease is not due reads none of them.
@@ -469,14 +533,7 @@ ${READ_ENTRIES_LUA}
         if f then entry = rare.entryText(limit.found) end
       end
       -- Refused, a bucket the key did not hold stays out: a missing bucket is a full one under any later shape.
-      if entry then
-        if value then
-          value = value .. ', ' .. entry
-          if f > fullAt then fullAt = f end
-        else
-          value, fullAt = entry, f
-        end
-      end
+      if entry then ${joinLua('entry', 'f')} end
     end
     if (admit or rewrite) and op ~= PEEK then
       if seen < m then                              -- entries of limits this call does not name
