@@ -28,6 +28,16 @@ function setLua(key: string): string {
           else redis.call('SET', ${key}, value, 'PX', sformat('%d', fullAt - now + 1)) end`;
 }
 
+/**
+ * A Lua expression: the entry of the limit table `limit` holding `units` at the local `at`, then `then` (text joined in
+ * the same concatenation). Only the numbers are formatted (string.format runs sprintf for a %s as well); at now, between
+ * the limit's head and tail, made once per run.
+ */
+function entryLua(limit: string, units: string, then = ''): string {
+  return `(at == now and ${limit}.head .. sformat('%d', ${units}) .. ${limit}.tail${then}
+            or ${limit}.head .. sformat('%d %d ', ${units}, at) .. ${limit}.shape${then})`;
+}
+
 /** Lua statements adding `entry`, full again at `f`, to the value written after what it holds (`value`, `fullAt`). */
 function joinLua(entry: string, f: string): string {
   return `if value then
@@ -55,14 +65,12 @@ function joinLua(entry: string, f: string): string {
  */
 function straightLua(call: StraightCall): string {
   const { key, raw, name, shape, full, need, r, limit } = call;
-  // The bucket's entry holding `units`, only the numbers formatted (string.format runs sprintf for a %s as well); in a
-  // batch, at now, between the limit's head and tail (its now and shape, formatted once per run), as the general path
-  // writes it. Text after the entry (`then`) is joined in the same concatenation: one string made, not two.
-  const formatted = (units: string, then: string) => `${name} .. sformat(' %d %d ', ${units}, at) .. ${shape}${then}`;
+  // The bucket's entry holding `units`, only the numbers formatted; in a batch, as the general path writes it. Text
+  // after the entry (`then`) is joined in the same concatenation: one string made, not two.
   const entry = (units: string, then = '') =>
     limit === undefined
-      ? formatted(units, then)
-      : `(at == now and ${limit}.head .. sformat('%d', ${units}) .. ${limit}.tail${then} or ${formatted(units, then)})`;
+      ? `${name} .. sformat(' %d %d ', ${units}, at) .. ${shape}${then}`
+      : entryLua(limit, units, then);
   // The bucket's numbers, if the value starts with its entry: matched with the general entry pattern, then the name and
   // shape compared; in a batch of several calls, with the limit's entry pattern instead, its name and shape as literals
   // (made once per run: a pattern costs Lua tens of instructions per character it walks, a class such as [^,] more than
@@ -335,9 +343,7 @@ ${straightLua({ key: 'key', raw: 'raw', name: 'limit.name', shape: 'limit.shape'
         o = o + 1
         if admit then
           reply[o] = units
-          local entry
-          if at == now then entry = limit.head .. sformat('%d', units) .. limit.tail
-          else entry = limit.name .. sformat(' %d %d ', units, at) .. limit.shape end
+          local entry = ${entryLua('limit', 'units')}
           local f = at + ceil((limit.full - units) / limit.r)
           ${joinLua('entry', 'f')}
         else
@@ -509,8 +515,7 @@ ${READ_ENTRIES_LUA}
       if limit.slots or op == PEEK then
         -- A concurrency limit keeps no entry: its leases are its state. A peek writes nothing.
       elseif (admit or limit.moved) and (op ~= SETTLE or limit.settled) then
-        if at == now then entry = limit.head .. sformat('%d', units) .. limit.tail
-        else entry = limit.head .. sformat('%d %d ', units, at) .. limit.shape end
+        entry = ${entryLua('limit', 'units')}
         -- Full again at: core's msUntilFull, ceilDiv of two integers below 2^53, whose quotient is rounded once and
         -- never across an integer, so its ceiling is exact. With leases held, no sooner than the last expires,
         -- counting what they set aside. A quota's is the end of its period (at), or the last expiry if later.

@@ -128,8 +128,8 @@ export const CLIENTS: readonly ClientKind[] = [
 
 /**
  * One client of each library (ioredis, whose code iovalkey forks, and node-redis): where a slow suite runs every client
- * on a standalone server, it runs these on a cluster or behind Sentinel, whose routing is each library's own code, so
- * that `pnpm test` stays within its time on 2 cores.
+ * on a standalone server, it runs these on a cluster, whose routing is each library's own code, so that `pnpm test`
+ * stays within its time on 2 cores.
  */
 export const FAMILIES: readonly ClientKind[] = CLIENTS.filter((kind) =>
   ['ioredis 6', 'node-redis 6 RESP3'].includes(kind.name),
