@@ -34,6 +34,7 @@ function sizes(quick: boolean) {
     memory: { organizations: 10_000, processes: pick(3, 1), rounds: pick(10, 4), calls: pick(100_000, 20_000), warmupCalls: pick(200_000, 100_000), heapOrganizations: pick(1_000_000, 100_000) } satisfies MemoryConfig,
     redis: { organizations: 10_000, rounds: pick(3, 1), roundMs: pick(4000, 1000), overLimitMs: pick(2500, 700), warmupMs: pick(1000, 200) },
     lone: { rounds: pick(10, 4), calls: pick(2000, 500) } satisfies LoneSizes,
+    script: { loneCalls: pick(4800, 600) },
     http: { connections: 64, organizations: 100, rounds: pick(3, 1), windows: pick(6, 1), seconds: 1 } satisfies HttpConfig,
   };
 }
@@ -106,7 +107,7 @@ async function main(): Promise<number> {
   await run('redis', redisRounds('redis'), onRedis('redis'));
   if (only.includes('script') && !hasValgrind())
     results.skipped.push('script: valgrind is not on PATH (callgrind counts redis-server instructions)');
-  else await run('script', 1, scriptCostSuite);
+  else await run('script', 1, () => scriptCostSuite(config.script.loneCalls));
   await run('cluster', redisRounds('cluster'), onRedis('cluster'));
   await run('http', config.http.rounds, () => httpSuite(config.http));
   await stop();

@@ -470,15 +470,16 @@ export const hasValgrind = (): boolean => spawnSync('valgrind', ['--version']).s
  * one run of `script-cost consume --lone` (packages/redis/test/support/script-cost.ts): callgrind counts repeat where
  * timings do not.
  */
-export async function scriptCostSuite(): Promise<Measurement[]> {
+export async function scriptCostSuite(calls: number): Promise<Measurement[]> {
   step('script-cost consume --lone (callgrind)');
-  const script = ['--import', 'tsx', 'test/support/script-cost.ts', 'consume', '--lone', '--json'];
+  const script = ['--import', 'tsx', 'test/support/script-cost.ts', 'consume', '--lone', `--calls=${calls}`, '--json'];
   const { stdout } = await promisify(execFile)(process.execPath, script, { cwd: REDIS_PACKAGE, timeout: 600_000 });
   const figures = JSON.parse(stdout) as { consume: number; floor: number };
   const method =
-    '`pnpm --filter @ratecard/redis script-cost consume --lone`: redis-server under valgrind --tool=callgrind, ' +
-    "2 000 buckets written half full, 32 calls of warm-up, then 4 800 calls of one key and one limit on Redis' " +
-    "clock, instructions per call; the floor script after the store's, on the same buckets written half full again";
+    `\`pnpm --filter @ratecard/redis script-cost consume --lone --calls=${calls}\`: redis-server under valgrind ` +
+    `--tool=callgrind, 2 000 buckets written half full, 32 calls of warm-up, then ${calls.toLocaleString('en-US')} ` +
+    "calls of one key and one limit on Redis' clock, instructions per call; the floor script after the store's, on " +
+    'the same buckets written half full again';
   // biome-ignore format: a table, one script a line
   const scripts: [string, string, number][] = [
     ['ratecard', "the store's consume script, a lone call as the store sends it", figures.consume],

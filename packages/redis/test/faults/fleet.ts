@@ -2,11 +2,11 @@
  * The parent side of the fault tests: one child process per failure policy (test/fixtures/fault-traffic.ts), all
  * charging Redis at once while a test breaks it, and the checks every fault shares.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import type { StoreErrorPolicy } from '@ratecard/core';
 import { expect } from 'vitest';
+import { startFixture } from '../support/fixture-process.js';
 import type { CallKind, FaultTrafficOptions, FaultTrafficReport } from './protocol.js';
 
 /** The limiter's budget in every child (the default; a fault may set its own), and what a call may take beyond it: the deadline timer's 1 ms
@@ -116,17 +116,7 @@ export class Fleet {
         loops: 4,
         pauseMs: 2,
       };
-      const child = spawn(
-        process.execPath,
-        [
-          '--import',
-          'tsx',
-          fileURLToPath(new URL('../fixtures/fault-traffic.ts', import.meta.url)),
-          JSON.stringify(options),
-        ],
-        { stdio: ['pipe', 'pipe', 'inherit'] },
-      );
-      return new TrafficProcess(policy, child);
+      return new TrafficProcess(policy, startFixture('fault-traffic', [JSON.stringify(options)]).child);
     });
     const fleet = new Fleet(processes);
     try {

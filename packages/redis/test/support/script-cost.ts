@@ -2,7 +2,7 @@
  * Instructions redis-server spends per decision of a script, counted by callgrind: repeatable where timings are not,
  * so two versions of a script can be compared to a few tenths of a percent. Needs valgrind (Debian: valgrind).
  *
- *   pnpm --filter @ratecard/redis script-cost [consume|reserve-settle|empty|mget|mget-set-px] [--lone] [--limits 2] [--json]
+ *   pnpm --filter @ratecard/redis script-cost [consume|reserve-settle|empty|mget|mget-set-px] [--lone] [--limits 2] [--calls N] [--json]
  *
  * Starts `valgrind --tool=callgrind redis-server` on a free port, writes 2 000 half-full buckets, runs 32 script calls
  * to warm up, zeroes the counters, runs 150 script calls of 128 keys each (clock 'client', 2 ms apart, limit 250,
@@ -18,7 +18,9 @@
  * `--lone`: a decision at one call in flight instead, as the benchmark's 1-in-flight shape makes them: 4 800 script
  * calls of one key each, on Redis' clock (the script reads TIME and writes SET … PXAT). `consume --lone` of one limit
  * then measures the floor script (floor-script.ts) the same way on the same buckets, written half full again, and
- * prints the ratio of the two: issue 40's line. `--json`: the figures as one JSON object, for `pnpm bench`.
+ * prints the ratio of the two: issue 40's line. `--json`: the figures as one JSON object, for `pnpm bench`. `--calls N`:
+ * N measured script calls instead (`pnpm bench --quick` measures 600 lone calls: its smoke test checks that the figures
+ * come, not what they are).
  *
  * Two runs of one build agree within a few tenths of a percent. They did not while the buckets started empty: a
  * bucket one token short of full expires a quarter of a second after its write, and whether valgrind came back to
@@ -81,12 +83,20 @@ async function lastDumpTotal(dir: string): Promise<number> {
 async function main(): Promise<void> {
   const { positionals, values } = parseArgs({
     allowPositionals: true,
-    options: { lone: { type: 'boolean' }, limits: { type: 'string', default: '1' }, json: { type: 'boolean' } },
+    options: {
+      lone: { type: 'boolean' },
+      limits: { type: 'string', default: '1' },
+      calls: { type: 'string' },
+      json: { type: 'boolean' },
+    },
   });
   const limits: Limit[] = [perMinute(250), perHour(10_000)].slice(0, Number(values.limits));
   const which = positionals[0] ?? 'consume';
   const lone = values.lone === true;
-  const [perCall, measuredCalls] = lone ? [1, LONE_CALLS] : [PER_CALL, MEASURED_CALLS];
+  const [perCall, defaultCalls] = lone ? [1, LONE_CALLS] : [PER_CALL, MEASURED_CALLS];
+  const measuredCalls = values.calls === undefined ? defaultCalls : Number(values.calls);
+  if (!Number.isInteger(measuredCalls) || measuredCalls < 1)
+    throw new Error(`--calls takes a whole number; got ${values.calls}`);
   const skeleton = SKELETONS[which];
   const leases = which === 'reserve-settle';
   if (which !== 'consume' && !leases && skeleton === undefined) {
