@@ -2,7 +2,7 @@
  * Instructions redis-server spends per decision of a script, counted by callgrind: repeatable where timings are not,
  * so two versions of a script can be compared to a few tenths of a percent. Needs valgrind (Debian: valgrind).
  *
- *   pnpm --filter @ratecard/redis script-cost [consume|reserve-settle|empty|mget|mget-set-px] [--lone] [--limits 2] [--calls N] [--json]
+ *   pnpm --filter @ratecard/redis script-cost [consume|reserve-settle|empty|mget|mget-set-px] [--lone] [--limits 2] [--calls N] [--script FILE] [--json]
  *
  * Starts `valgrind --tool=callgrind redis-server` on a free port, writes 2 000 half-full buckets, runs 32 script calls
  * to warm up, zeroes the counters, runs 150 script calls of 128 keys each (clock 'client', 2 ms apart, limit 250,
@@ -20,7 +20,8 @@
  * then measures the floor script (floor-script.ts) the same way on the same buckets, written half full again, and
  * prints the ratio of the two: issue 40's line. `--json`: the figures as one JSON object, for `pnpm bench`. `--calls N`:
  * N measured script calls instead (`pnpm bench --quick` measures 600 lone calls: its smoke test checks that the figures
- * come, not what they are).
+ * come, not what they are). `--script FILE`: the Lua in FILE in place of the store's consume script, measured the same
+ * way (a variant under study; the store's own text is `CONSUME.text` in src/scripts/consume.ts).
  *
  * Two runs of one build agree within a few tenths of a percent. They did not while the buckets started empty: a
  * bucket one token short of full expires a quarter of a second after its write, and whether valgrind came back to
@@ -87,6 +88,7 @@ async function main(): Promise<void> {
       lone: { type: 'boolean' },
       limits: { type: 'string', default: '1' },
       calls: { type: 'string' },
+      script: { type: 'string' },
       json: { type: 'boolean' },
     },
   });
@@ -123,7 +125,8 @@ async function main(): Promise<void> {
     await client.ping();
     const pid = server.pid as number;
     const orgs = Array.from({ length: BUCKETS }, (_, i) => `cost:{org-${String(i).padStart(6, '0')}}:POST /browsers`);
-    const sha = (await client.script('LOAD', skeleton ?? CONSUME.text)) as string;
+    const text = values.script === undefined ? CONSUME.text : await readFile(values.script, 'utf8');
+    const sha = (await client.script('LOAD', skeleton ?? text)) as string;
     // One call's limits and cost, shared by the batch, as the store packs them.
     const pair = Buffer.alloc(HEADER_SIZE + packedSize(limits));
     packCall(pair, HEADER_SIZE, limits, 1);
@@ -143,7 +146,8 @@ async function main(): Promise<void> {
         next = (next + 1) % BUCKETS;
       }
       if (!leases) return send(batch, pair);
-      const ids = batch.map(() => `lease-${leaseCount++}`);
+      // As long as core's lease ids: 16 characters of the process, '-', a counter in base 36.
+      const ids = batch.map(() => `ProcessPart16Chr-${(leaseCount++).toString(36)}`);
       // As the store packs a batch of one plan's reserves or settles: the limits with the first call only.
       const pack = (op: Op, ms?: number) => {
         const sizes = ids.map((id, i) => packedSize(limits, id, i > 0));
