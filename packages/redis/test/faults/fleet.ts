@@ -6,7 +6,7 @@ import type { ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type { StoreErrorPolicy } from '@ratecard/core';
 import { expect } from 'vitest';
-import { startFixture } from '../support/fixture-process.js';
+import { spawnFixture } from '../support/fixture-process.js';
 import type { CallKind, FaultTrafficOptions, FaultTrafficReport } from './protocol.js';
 
 /** The limiter's budget in every child (the default; a fault may set its own), and what a call may take beyond it: the deadline timer's 1 ms
@@ -116,7 +116,7 @@ export class Fleet {
         loops: 4,
         pauseMs: 2,
       };
-      return new TrafficProcess(policy, startFixture('fault-traffic', [JSON.stringify(options)]).child);
+      return new TrafficProcess(policy, spawnFixture('fault-traffic', [JSON.stringify(options)]));
     });
     const fleet = new Fleet(processes);
     try {

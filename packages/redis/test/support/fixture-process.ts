@@ -47,9 +47,14 @@ export interface FixtureProcess {
   nextLine(): Promise<string>;
 }
 
-/** Starts test/fixtures/`name`.ts with `args`; its stdin is a pipe, its stderr this process's. */
+/** Spawns test/fixtures/`name`.ts (bundled) with `args`: its stdin and stdout are pipes, its stderr this process's. */
+export function spawnFixture(name: string, args: readonly string[]): ChildProcess {
+  return spawn(process.execPath, [bundled(name), ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
+}
+
+/** Starts test/fixtures/`name`.ts with `args`, its printed lines read one at a time. */
 export function startFixture(name: string, args: readonly string[]): FixtureProcess {
-  const child = spawn(process.execPath, [bundled(name), ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawnFixture(name, args);
   const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })[Symbol.asyncIterator]();
   return {
     child,
