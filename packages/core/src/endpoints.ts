@@ -178,9 +178,11 @@ export class EndpointRules {
   /** The rules in the order they are tried. */
   private readonly tried: EndpointRule[];
   /**
-   * Concrete endpoints matched before (a rule, or NO_RULE): a limiter given `'POST /browsers'` under `'ALL /*'` asks
-   * for the same few strings on every decision, and matching one splits its path (a seventh of a memory reserve and
-   * its settle, in a CPU profile). Emptied when it holds MATCHED_BOUND, so endpoints that carry ids stay bounded.
+   * Concrete endpoints and requests' methods and paths matched before, as `'<METHOD> <path>'` (a rule, or NO_RULE):
+   * a limiter given `'POST /browsers'` under `'ALL /*'`, or the http middleware's `ruleFor` of each request, asks for
+   * the same few strings again and again, and matching one splits its path and compares it with each rule (in CPU
+   * profiles: a seventh of a memory reserve and its settle; a quarter of ratecard's own code in the reference
+   * service's `POST /browsers`). Emptied when it holds MATCHED_BOUND, so endpoints that carry ids stay bounded.
    */
   private readonly matched = new Map<string, EndpointRule | typeof NO_RULE>();
 
@@ -225,22 +227,36 @@ export class EndpointRules {
   private matchedRule(endpoint: string): EndpointRule | undefined {
     // Read as a concrete path, `/*` would match a rule such as `ALL /:tenant` that the request did not match.
     if (endpoint === CATCH_ALL) return undefined;
-    const known = this.matched.get(endpoint);
-    if (known !== undefined) return known === NO_RULE ? undefined : known;
+    // Checked before the look-up: forRequest keeps what it matched too, 'OPTIONS *' among them.
     const space = endpoint.indexOf(' ');
     if (space <= 0 || endpoint.charCodeAt(space + 1) !== 47 /* '/' */) throw notAnEndpoint(endpoint);
-    const rule = this.forRequest(endpoint.slice(0, space), endpoint.slice(space + 1));
+    return this.kept(endpoint, space);
+  }
+
+  /**
+   * The rule for an HTTP method and request path (query string, trailing slash and spelling ignored): matched once per
+   * method and path, then kept (see matched), as the http middleware asks of every request.
+   */
+  forRequest(method: string, path: string): EndpointRule | undefined {
+    const upper = method.toUpperCase();
+    return this.kept(`${upper} ${path}`, upper.length);
+  }
+
+  /** The rule for `endpoint`, its method before `space` and its path after: as kept in matched, else matched and kept. */
+  private kept(endpoint: string, space: number): EndpointRule | undefined {
+    const known = this.matched.get(endpoint);
+    if (known !== undefined) return known === NO_RULE ? undefined : known;
+    const rule = this.match(endpoint.slice(0, space).toUpperCase(), endpoint.slice(space + 1));
     if (this.matched.size >= MATCHED_BOUND) this.matched.clear();
     this.matched.set(endpoint, rule ?? NO_RULE);
     return rule;
   }
 
-  /** The rule for an HTTP method and request path (query string, trailing slash and spelling ignored). */
-  forRequest(method: string, path: string): EndpointRule | undefined {
-    const upper = method.toUpperCase();
+  /** The most specific rule for an upper-case method and a path, each rule tried in turn. */
+  private match(method: string, path: string): EndpointRule | undefined {
     const segments = pathSegments(path);
     for (const rule of this.tried) {
-      if (rule.method !== upper && rule.method !== 'ALL') continue;
+      if (rule.method !== method && rule.method !== 'ALL') continue;
       const n = rule.segments.length;
       if (rule.wildcard ? segments.length < n : segments.length !== n) continue;
       let matches = true;

@@ -55,6 +55,31 @@ describe('endpoint rules', () => {
     for (let i = 0; i < 2; i++) expect(() => rules.forEndpoint('POST browsers')).toThrowError(/<METHOD> <path>/);
   });
 
+  it("answers a request's method and path the same every time, kept with the concrete endpoints, past the bound", () => {
+    const own = rulesOf({ 'PUT /browser-pools/:id': 'enforce', 'ALL /*': 'shadow' });
+    for (let round = 0; round < 2; round++) {
+      for (let i = 0; i < 5_000; i++) {
+        expect(own.forRequest('put', `/browser-pools/p${i}`)?.key).toBe('PUT /browser-pools/:id');
+        expect(own.forEndpoint(`PUT /browser-pools/p${i}`)?.key).toBe('PUT /browser-pools/:id');
+        expect(own.forRequest('GET', `/browser-pools/p${i}`)?.key).toBe('ALL /*');
+      }
+    }
+  });
+
+  it.each([
+    ['OPTIONS', '*'],
+    ['GET', 'browsers'],
+    ['POST', ''],
+  ])('keeps the request %s %j as matching no rule, and still refuses it as an endpoint', (method, path) => {
+    // A server can be sent these targets; what forRequest keeps of them must not let the endpoint through unchecked.
+    for (let i = 0; i < 2; i++) expect(rules.forRequest(method, path)).toBeUndefined();
+    for (let i = 0; i < 2; i++) {
+      expect(() => rules.forEndpoint(`${method} ${path}`)).toThrowError(
+        expect.objectContaining({ code: 'invalid_argument' }),
+      );
+    }
+  });
+
   it.each(['whatever', '/browsers', 'POST', 'POST browsers', ' /browsers'])(
     'refuses the endpoint %j, which could match no rule, with invalid_argument',
     (endpoint) => {
