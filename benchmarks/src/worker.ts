@@ -39,7 +39,7 @@ async function heap(contender: string, count: number): Promise<[number, ...unkno
   return [(after - before) / count, run, organizations];
 }
 
-/** One bearer token per organization; an override no run exhausts, and that never refills to full between requests. */
+/** One bearer token per organization, with the override HTTP_LIMIT (see there). */
 function benchKeys(organizations: number): Record<string, object> {
   const key = (i: number) => ({
     organization: `org_${i}`,
