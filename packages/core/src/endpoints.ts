@@ -170,6 +170,12 @@ function specificity(rule: EndpointRule): number {
 const NO_RULE = Symbol('no rule');
 /** How many matched endpoints EndpointRules keeps. */
 const MATCHED_BOUND = 4_096;
+/**
+ * The longest endpoint EndpointRules keeps, in UTF-16 units: any endpoint a request may name (256 characters, each one
+ * or two units). A request target may run to kilobytes (a query string), and 4 096 of them would hold megabytes; one
+ * this long is matched every time instead.
+ */
+const KEPT_LENGTH = 512;
 
 /** The compiled rule set of a limiter: exact lookup by rule key first, then pattern matching. */
 export class EndpointRules {
@@ -244,9 +250,11 @@ export class EndpointRules {
 
   /** The rule for `endpoint`, its method before `space` and its path after: as kept in matched, else matched and kept. */
   private kept(endpoint: string, space: number): EndpointRule | undefined {
-    const known = this.matched.get(endpoint);
+    const keep = endpoint.length <= KEPT_LENGTH;
+    const known = keep ? this.matched.get(endpoint) : undefined;
     if (known !== undefined) return known === NO_RULE ? undefined : known;
     const rule = this.match(endpoint.slice(0, space).toUpperCase(), endpoint.slice(space + 1));
+    if (!keep) return rule;
     if (this.matched.size >= MATCHED_BOUND) this.matched.clear();
     this.matched.set(endpoint, rule ?? NO_RULE);
     return rule;

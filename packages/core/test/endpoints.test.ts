@@ -66,6 +66,19 @@ describe('endpoint rules', () => {
     }
   });
 
+  it('matches a request target of kilobytes every time rather than keep it', () => {
+    const own = rulesOf(DEFAULT_ENDPOINTS);
+    const kept = () => (own as unknown as { matched: Map<string, unknown> }).matched.size;
+    for (let i = 0; i < 100; i++) {
+      expect(own.forRequest('POST', `/browsers?cursor=${String(i).padStart(8_000, 'x')}`)?.key).toBe('POST /browsers');
+      expect(own.forRequest('GET', `/${String(i).padStart(8_000, 'x')}`)).toBeUndefined();
+    }
+    expect(kept()).toBe(0);
+    // Up to 256 characters, as long as an endpoint a request may name, it is kept.
+    expect(own.forRequest('POST', `/browsers?cursor=${'x'.repeat(200)}`)?.key).toBe('POST /browsers');
+    expect(kept()).toBe(1);
+  });
+
   it.each([
     ['OPTIONS', '*'],
     ['GET', 'browsers'],
