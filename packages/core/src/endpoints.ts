@@ -77,6 +77,13 @@ function pathSegments(path: string): string[] {
     .filter((segment) => segment.length > 0);
 }
 
+function notARequestTarget(method: unknown, path: unknown): RateLimitError {
+  return new RateLimitError(
+    'invalid_argument',
+    `ratecard: ruleFor takes a method and a path, two strings such as 'POST' and '/browsers', got ${describeValue(method)} and ${describeValue(path)}`,
+  );
+}
+
 function notAnEndpoint(endpoint: string): RateLimitError {
   return new RateLimitError(
     'invalid_argument',
@@ -244,6 +251,8 @@ export class EndpointRules {
    * middleware asks it of every request, so the answer is kept: at most 4 096 of them, of targets up to 512 characters.
    */
   forRequest(method: string, path: string): EndpointRule | undefined {
+    // Anything but two strings would be matched as its text ('undefined'): no rule, a request left unlimited.
+    if (typeof method !== 'string' || typeof path !== 'string') throw notARequestTarget(method, path);
     const upper = method.toUpperCase();
     return this.kept(`${upper} ${path}`, upper.length);
   }

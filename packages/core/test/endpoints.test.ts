@@ -66,6 +66,17 @@ describe('endpoint rules', () => {
     }
   });
 
+  it.each([
+    [undefined, '/browsers'],
+    ['POST', undefined],
+    ['POST', ['/browsers']],
+    [null, null],
+  ])('refuses the method %j and path %j with invalid_argument, not as no rule', (method, path) => {
+    expect(() => rules.forRequest(method as unknown as string, path as unknown as string)).toThrowError(
+      expect.objectContaining({ code: 'invalid_argument', message: expect.stringContaining('ruleFor takes') }),
+    );
+  });
+
   it('matches a request target of kilobytes every time rather than keep it', () => {
     const own = rulesOf(DEFAULT_ENDPOINTS);
     const kept = () => (own as unknown as { matched: Map<string, unknown> }).matched.size;
